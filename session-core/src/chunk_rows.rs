@@ -1,0 +1,1 @@
+//! The packed chunk-row storage codec.

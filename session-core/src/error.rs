@@ -1,0 +1,69 @@
+//! The error type of `session-core`.
+
+use std::fmt;
+
+use crate::json::ParseError;
+
+/// Everything that can go wrong in `session-core`. Messages are the reference's texts.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// JSON text could not be parsed.
+    Json(ParseError),
+    /// An event object breaks the envelope rules (allowed keys, `type` string, `seq`
+    /// non-negative safe integer, `time` safe integer, `data` present, `ignorable` absent or
+    /// `true`). `reason` names the offending part; the message is the reference's context-free
+    /// text, to which callers add their position.
+    InvalidEnvelope {
+        /// The offending part of the envelope.
+        reason: &'static str,
+    },
+    /// An event pushed onto a log does not carry the next seq.
+    SeqMismatch {
+        /// The seq the log expected.
+        expected: u64,
+        /// The seq the event carried.
+        got: u64,
+    },
+    /// A session header failed validation; the string is the reference's exact message.
+    Header(String),
+    /// A packed chunk row failed validation: `malformed <tag> storage row: <why>`.
+    MalformedRow {
+        /// The row tag (`text-chunks`, `reasoning-chunks` or `tool-call-chunks`).
+        tag: String,
+        /// The reference's reason text.
+        why: &'static str,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Json(e) => write!(f, "{e}"),
+            Error::InvalidEnvelope { .. } => f.write_str("invalid event envelope"),
+            Error::SeqMismatch { expected, got } => {
+                write!(f, "session event seq {got} is not contiguous; expected {expected}")
+            }
+            Error::Header(msg) => f.write_str(msg),
+            Error::MalformedRow { tag, why } => write!(f, "malformed {tag} storage row: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Json(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ParseError> for Error {
+    fn from(e: ParseError) -> Error {
+        Error::Json(e)
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
