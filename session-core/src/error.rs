@@ -34,6 +34,16 @@ pub enum Error {
         /// The reference's reason text.
         why: &'static str,
     },
+    /// A packed chunk row whose `dt` array does not have one entry fewer than its members:
+    /// `malformed <tag> storage row: dt length <dt_len> does not match <members> members`.
+    MalformedRowArity {
+        /// The row tag.
+        tag: String,
+        /// The length of the row's `dt` array.
+        dt_len: usize,
+        /// The number of members (`texts` or `args` entries).
+        members: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -42,10 +52,21 @@ impl fmt::Display for Error {
             Error::Json(e) => write!(f, "{e}"),
             Error::InvalidEnvelope { .. } => f.write_str("invalid event envelope"),
             Error::SeqMismatch { expected, got } => {
-                write!(f, "session event seq {got} is not contiguous; expected {expected}")
+                write!(
+                    f,
+                    "session event seq {got} is not contiguous; expected {expected}"
+                )
             }
             Error::Header(msg) => f.write_str(msg),
             Error::MalformedRow { tag, why } => write!(f, "malformed {tag} storage row: {why}"),
+            Error::MalformedRowArity {
+                tag,
+                dt_len,
+                members,
+            } => write!(
+                f,
+                "malformed {tag} storage row: dt length {dt_len} does not match {members} members"
+            ),
         }
     }
 }

@@ -616,7 +616,7 @@ mod tests {
             r#"{"type":"a","seq":0,"time":0,"data":null,"ignorable":false}"#,
             r#"{"type":"a","seq":0,"time":0,"data":null,"ignorable":"yes"}"#,
             r#"{"type":"a","seq":0,"time":0,"data":null,"extra":1}"#,
-            r#"[]"#,
+            "[]",
         ] {
             assert!(Event::parse(bad).is_err(), "{bad}");
         }

@@ -162,8 +162,7 @@ impl SessionHeader {
                 Some(n) => Some(n),
                 None => {
                     return fail(
-                        "session header delegationDepth must be a non-negative safe integer"
-                            .into(),
+                        "session header delegationDepth must be a non-negative safe integer".into(),
                     );
                 }
             },
@@ -240,8 +239,11 @@ mod tests {
         check("1", Err("session header is not a plain JSON record"));
         check("null", Err("session header is not a plain JSON record"));
         check("[]", Err("session header is not a plain JSON record"));
-        check(r#"{}"#, Err("session header version must be 0, got undefined"));
-        check(r#"{"version":1}"#, Err("session header version must be 0, got 1"));
+        check("{}", Err("session header version must be 0, got undefined"));
+        check(
+            r#"{"version":1}"#,
+            Err("session header version must be 0, got 1"),
+        );
         check(
             r#"{"version":0,"id":"t"}"#,
             Err(r#"session header id "t" does not match session id "s""#),

@@ -202,7 +202,10 @@ mod tests {
         assert_eq!(log.len(), 2);
         assert!(matches!(
             log.push(ev(5)),
-            Err(Error::SeqMismatch { expected: 2, got: 5 })
+            Err(Error::SeqMismatch {
+                expected: 2,
+                got: 5
+            })
         ));
         assert_eq!(log.snapshot().prefix(1), snap);
     }

@@ -63,7 +63,7 @@ impl Number {
     /// `Number.isSafeInteger(n)`: the integer value, if it is one.
     pub fn as_i64(&self) -> Option<i64> {
         let v = self.as_f64();
-        if v.is_finite() && v.trunc() == v && v.abs() <= MAX_SAFE_INTEGER as f64 {
+        if v.is_finite() && v.fract() == 0.0 && v.abs() <= MAX_SAFE_INTEGER as f64 {
             Some(v as i64)
         } else {
             None
@@ -95,7 +95,7 @@ impl Number {
     pub fn is_integer_literal(&self) -> bool {
         match &self.0 {
             // JavaScript prints integral values below 1e21 without fraction or exponent.
-            Repr::Float(v) => v.trunc() == *v && v.abs() < 1e21,
+            Repr::Float(v) => v.fract() == 0.0 && v.abs() < 1e21,
             Repr::Text(t) => !t.1.contains(['.', 'e', 'E']),
         }
     }
@@ -169,11 +169,9 @@ pub fn write_js_number(v: f64, out: &mut String) {
         return;
     }
     // Fast path for integers that print exactly.
-    if v.trunc() == v && v.abs() < 1e21 {
-        if v.abs() < 9.007_199_254_740_992e15 {
-            let _ = fmt::Write::write_fmt(out, format_args!("{}", v as i64));
-            return;
-        }
+    if v.fract() == 0.0 && v.abs() < 9.007_199_254_740_992e15 {
+        let _ = fmt::Write::write_fmt(out, format_args!("{}", v as i64));
+        return;
     }
     // Shortest round-trip digits from Rust's `{:e}` (e.g. "1.2345e-7").
     let sci = format!("{:e}", v.abs());
@@ -239,7 +237,7 @@ mod tests {
         assert_eq!(js(0.1), "0.1");
         assert_eq!(js(4.435_375_000_000_022), "4.435375000000022");
         assert_eq!(js(9_007_199_254_740_993.0), "9007199254740992");
-        assert_eq!(js(1.7976931348623157e308), "1.7976931348623157e+308");
+        assert_eq!(js(1.797_693_134_862_315_7e308), "1.7976931348623157e+308");
         assert_eq!(js(5e-324), "5e-324");
         assert_eq!(js(-1e-7), "-1e-7");
         assert_eq!(js(123.456), "123.456");
@@ -268,7 +266,10 @@ mod tests {
         assert!(!Number::from_text("9007199254740993").is_appendable());
         assert!(Number::from_text("1e300").is_appendable());
         assert_eq!(Number::from_text("1.5").as_i64(), None);
-        assert_eq!(Number::from_text("9007199254740991").as_i64(), Some(MAX_SAFE_INTEGER));
+        assert_eq!(
+            Number::from_text("9007199254740991").as_i64(),
+            Some(MAX_SAFE_INTEGER)
+        );
         assert_eq!(Number::from_text("9007199254740992").as_i64(), None);
         assert!(Number::from_i64(MAX_SAFE_INTEGER + 1).is_none());
     }

@@ -54,7 +54,11 @@ impl fmt::Display for ParseError {
                 write!(f, "invalid escape sequence at byte {}", self.offset)
             }
             ParseErrorKind::ControlCharacter => {
-                write!(f, "unescaped control character in string at byte {}", self.offset)
+                write!(
+                    f,
+                    "unescaped control character in string at byte {}",
+                    self.offset
+                )
             }
             ParseErrorKind::LoneSurrogate => write!(
                 f,
@@ -67,7 +71,11 @@ impl fmt::Display for ParseError {
                 self.offset
             ),
             ParseErrorKind::TrailingCharacters => {
-                write!(f, "unexpected data after JSON value at byte {}", self.offset)
+                write!(
+                    f,
+                    "unexpected data after JSON value at byte {}",
+                    self.offset
+                )
             }
         }
     }
@@ -387,13 +395,11 @@ impl<'a> Parser<'a> {
                             } else {
                                 char::from_u32(hi)
                             };
-                            match ch {
-                                Some(ch) => out.push(ch),
-                                None => {
-                                    self.pos = esc_at;
-                                    return Err(self.err(ParseErrorKind::LoneSurrogate));
-                                }
-                            }
+                            let Some(ch) = ch else {
+                                self.pos = esc_at;
+                                return Err(self.err(ParseErrorKind::LoneSurrogate));
+                            };
+                            out.push(ch);
                         }
                         _ => {
                             self.pos = esc_at;
@@ -450,11 +456,11 @@ mod tests {
     fn round_trips_compact_text() {
         for text in [
             r#"{"a":1,"b":[true,false,null],"c":{"d":"e"}}"#,
-            r#"[]"#,
-            r#"{}"#,
+            "[]",
+            "{}",
             r#""\u0000\b\f\n\r\t\"\\ \u001f""#,
-            r#"1.0"#,
-            r#"-0"#,
+            "1.0",
+            "-0",
             r#"{"x":1e400}"#,
             r#""😀 ü /""#,
         ] {

@@ -99,6 +99,22 @@ impl Object {
         Object(normalize_entries(entries).into())
     }
 
+    /// Builds an object from entries that are already in serialization order: distinct keys,
+    /// none of them an array index. Skips the normalization pass and the intermediate vector
+    /// (one allocation for a fixed-size array), for hot paths that build known shapes.
+    pub(crate) fn from_ordered_entries(entries: impl Into<Arc<[(Arc<str>, Value)]>>) -> Self {
+        let entries = entries.into();
+        debug_assert!(
+            entries
+                .iter()
+                .enumerate()
+                .all(|(i, (k, _))| array_index(k).is_none()
+                    && entries[..i].iter().all(|(k2, _)| k2 != k)),
+            "from_ordered_entries needs distinct, non-index keys"
+        );
+        Object(entries)
+    }
+
     /// The entries in serialization order.
     pub fn entries(&self) -> &[(Arc<str>, Value)] {
         &self.0
@@ -221,7 +237,9 @@ impl Value {
     /// Builds an object value, applying the JavaScript key-order rules (see [`Object`]).
     pub fn object<K: AsRef<str>>(entries: impl IntoIterator<Item = (K, Value)>) -> Value {
         Value::Object(Object::from_entries(
-            entries.into_iter().map(|(k, v)| (super::key(k.as_ref()), v)),
+            entries
+                .into_iter()
+                .map(|(k, v)| (super::key(k.as_ref()), v)),
         ))
     }
 
