@@ -1,1 +1,62 @@
-//! session-surface
+//! `session-surface` owns the model-visible view of a session log: the surface and its
+//! append/replace rules, message derivation, and the validated [`Session`] that keeps them in
+//! step with its log.
+//!
+//! Primary types: [`Session`] (validated construction from seeds, validated `append`,
+//! derived views), [`Surface`] (the per-event transition of §3.2 as plan-then-apply),
+//! [`Messages`], [`Transcript`], and [`SharedSession`] (observers with a pre-commit veto and
+//! contained post-commit listeners). [`fold_surface`] replays a whole log.
+//!
+//! # Key design decision
+//!
+//! Everything derived from the log is updated eagerly when an event is committed and kept in
+//! persistent sequences, so every read ([`Session::events`], [`Session::derive_messages`],
+//! [`Surface::nodes`], [`Session::transcript`]) is an O(1) snapshot that never changes
+//! afterwards. Surface nodes carry integer keys that stay sorted in surface order, and
+//! Fenwick trees over those keys give surface positions and message indices in O(log n), so a
+//! compaction replace costs O(replaced range + log n) whatever the session size. Validation
+//! only plans; a failed or vetoed append leaves every view untouched.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use session_core::{FixedClock, json::Value};
+//! use session_surface::{Draft, Session};
+//!
+//! let clock = Arc::new(FixedClock::new(1_000));
+//! let mut session = Session::create("demo", None, None, clock)?;
+//! let hello = Value::parse(
+//!     r#"{"id":"m1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}}"#,
+//! )?;
+//! session.append(Draft::new("user/message", hello).append_op())?;
+//! let summary = Value::parse(
+//!     r#"{"id":"m2","role":"user","content":[{"type":"text","text":"(compacted)"}],"source":{"kind":"user"}}"#,
+//! )?;
+//! session.append(Draft::new("user/message", summary).replace_op(0, 0).sources(&[0]))?;
+//!
+//! assert_eq!(session.surface().nodes().to_vec(), vec![1]);
+//! assert_eq!(session.replace_generation(), 1);
+//! assert_eq!(session.derive_messages().len(), 1);
+//! // The transcript still shows the original, plus a replacement marker.
+//! assert_eq!(session.transcript().len(), 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod derive;
+mod error;
+mod pseq;
+mod session;
+mod shared;
+mod surface;
+mod transcript;
+
+pub use derive::{Messages, MessagesIter, derive_event_message};
+pub use error::{Error, Result, ShapeProblem, SharedError};
+pub use session::{BoxError, Draft, SeedMode, Session, check_message_shape};
+pub use shared::{ObserverId, SessionObserver, SharedSession, WarningSink};
+pub use surface::{
+    Nodes, NodesIter, Plan, Replacement, Surface, SurfaceError, SurfaceFold, fold_events,
+    fold_surface, fold_surface_window,
+};
+pub use transcript::{Transcript, TranscriptEntry};

@@ -1,0 +1,636 @@
+//! The validated session: log, surface, derived messages and request folds (§2, §3).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use session_core::event::{END_SEED, int_value};
+use session_core::json::{self, Value};
+use session_core::request::{
+    RequestContextFold, RequestHeaderFold, check_request_header_shape, is_legacy_fallback_header,
+};
+use session_core::{Event, EventParts, Events, Log, SessionHeader, SharedClock};
+
+use crate::derive::{Messages, derive_event_message};
+use crate::error::{Error, Result, ShapeProblem};
+use crate::surface::{Nodes, Plan, Surface};
+use crate::transcript::{Transcript, TranscriptEntry};
+
+/// A boxed error returned by hooks (vetoes and observers).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An event to append: type, payload and surface metadata (`Session.append(type, data, opts)`).
+#[derive(Debug, Clone)]
+pub struct Draft {
+    /// The event type.
+    pub ty: Arc<str>,
+    /// The payload.
+    pub data: Value,
+    /// `opts.surfaceOp`, when given.
+    pub surface_op: Option<Value>,
+    /// `opts.sourceEventSeqs`, when given.
+    pub source_event_seqs: Option<Value>,
+}
+
+impl Draft {
+    /// A draft without surface metadata (a log-only event).
+    pub fn new(ty: impl Into<Arc<str>>, data: Value) -> Draft {
+        Draft {
+            ty: ty.into(),
+            data,
+            surface_op: None,
+            source_event_seqs: None,
+        }
+    }
+
+    /// Sets `surfaceOp: "append"`.
+    #[must_use]
+    pub fn append_op(mut self) -> Draft {
+        self.surface_op = Some(Value::from("append"));
+        self
+    }
+
+    /// Sets `surfaceOp: {op: "replace", start, end}`.
+    #[must_use]
+    pub fn replace_op(mut self, start: u64, end: u64) -> Draft {
+        self.surface_op = Some(session_core::SurfaceOp::Replace { start, end }.to_value());
+        self
+    }
+
+    /// Sets `sourceEventSeqs`.
+    #[must_use]
+    pub fn sources(mut self, seqs: &[u64]) -> Draft {
+        self.source_event_seqs = Some(Value::array(
+            seqs.iter().map(|&s| session_core::event::seq_value(s)),
+        ));
+        self
+    }
+
+    /// Sets a raw `surfaceOp` value (for callers that pass metadata through unchecked).
+    #[must_use]
+    pub fn surface_op_value(mut self, op: Value) -> Draft {
+        self.surface_op = Some(op);
+        self
+    }
+
+    /// Sets a raw `sourceEventSeqs` value.
+    #[must_use]
+    pub fn sources_value(mut self, seqs: Value) -> Draft {
+        self.source_event_seqs = Some(seqs);
+        self
+    }
+}
+
+/// How a constructor treats its seed and header (§2.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedMode {
+    /// `Session.create`: the seed and header are borrowed data and go through the append JSON
+    /// rules (non-finite numbers, `-0` and unsafe integers are refused); the header is
+    /// validated after the seed.
+    Snapshot,
+    /// `Session.fromRestore`: the data was just read from storage and is kept exactly as
+    /// read; the header is validated first.
+    Restore,
+}
+
+/// A draft that passed the checks that need no session state (§2.2 steps 1–4).
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    ty: Arc<str>,
+    data: Value,
+    surface_op: Option<Value>,
+    source_event_seqs: Option<Value>,
+}
+
+/// A frozen candidate event with its surface plan (§2.2 steps 6–7).
+#[derive(Debug)]
+pub(crate) struct Candidate {
+    pub(crate) event: Event,
+    plan: Plan,
+}
+
+/// A session: its header, its frozen append-only log and everything derived from it.
+///
+/// Every derived view (surface nodes, messages, request header and context, transcript) is
+/// updated when an event is committed, so reads are O(1) and return snapshots that never
+/// change. An append that fails or is vetoed changes nothing (§3.3).
+#[derive(Clone)]
+pub struct Session {
+    id: Arc<str>,
+    header: SessionHeader,
+    log: Log,
+    first_live_seq: u64,
+    surface: Surface,
+    request_header: RequestHeaderFold,
+    request_context: RequestContextFold,
+    transcript: imbl::Vector<TranscriptEntry>,
+    clock: SharedClock,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("seq", &self.seq())
+            .field("first_live_seq", &self.first_live_seq)
+            .field("surface", &self.surface)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The seed of a constructor.
+enum Seed {
+    Values(Vec<Value>),
+    Events(Events),
+}
+
+impl Session {
+    /// `Session.create(id, seed?, header?)`: snapshot mode. Without a header the session gets
+    /// `{version: 0, id, createdAt: now}`. A given seed (even an empty one) gets a
+    /// `session/end-seed` marker unless it already ends with one.
+    pub fn create(
+        id: impl Into<Arc<str>>,
+        seed: Option<Vec<Value>>,
+        header: Option<Value>,
+        clock: SharedClock,
+    ) -> Result<Session> {
+        Session::construct(
+            id.into(),
+            seed.map(Seed::Values),
+            header.map(Cow::Owned),
+            SeedMode::Snapshot,
+            clock,
+        )
+    }
+
+    /// Snapshot mode from already-built events (fork children): every event is revalidated
+    /// like a seed entry, and shared rather than copied.
+    pub fn create_from_events(
+        id: impl Into<Arc<str>>,
+        seed: Option<Events>,
+        header: Option<Value>,
+        clock: SharedClock,
+    ) -> Result<Session> {
+        Session::construct(
+            id.into(),
+            seed.map(Seed::Events),
+            header.map(Cow::Owned),
+            SeedMode::Snapshot,
+            clock,
+        )
+    }
+
+    /// `Session.fromRestore(id, seed, header)`: restore mode (the persistence load path). The
+    /// header is validated first; values are kept exactly as read.
+    pub fn from_restore(
+        id: impl Into<Arc<str>>,
+        seed: Vec<Value>,
+        header: &Value,
+        clock: SharedClock,
+    ) -> Result<Session> {
+        Session::construct(
+            id.into(),
+            Some(Seed::Values(seed)),
+            Some(Cow::Borrowed(header)),
+            SeedMode::Restore,
+            clock,
+        )
+    }
+
+    /// Either constructor, by mode. In restore mode a header is required (a missing one is
+    /// `session header is not a plain JSON record`).
+    pub fn from_seed(
+        id: impl Into<Arc<str>>,
+        seed: Option<Vec<Value>>,
+        header: Option<&Value>,
+        mode: SeedMode,
+        clock: SharedClock,
+    ) -> Result<Session> {
+        Session::construct(
+            id.into(),
+            seed.map(Seed::Values),
+            header.map(Cow::Borrowed),
+            mode,
+            clock,
+        )
+    }
+
+    fn construct(
+        id: Arc<str>,
+        seed: Option<Seed>,
+        header: Option<Cow<'_, Value>>,
+        mode: SeedMode,
+        clock: SharedClock,
+    ) -> Result<Session> {
+        let restored_header = match mode {
+            SeedMode::Restore => Some(match &header {
+                Some(h) => validate_header(h, &id)?,
+                None => {
+                    return Err(Error::Header(
+                        "session header is not a plain JSON record".to_owned(),
+                    ));
+                }
+            }),
+            SeedMode::Snapshot => None,
+        };
+        let mut session = Session {
+            header: SessionHeader::new(id.clone(), 0),
+            id,
+            log: Log::new(),
+            first_live_seq: 0,
+            surface: Surface::new(),
+            request_header: RequestHeaderFold::new(),
+            request_context: RequestContextFold::new(),
+            transcript: imbl::Vector::new(),
+            clock,
+        };
+        let seeded = seed.is_some();
+        match seed {
+            None => {}
+            Some(Seed::Values(values)) => {
+                for (index, value) in values.iter().enumerate() {
+                    session.seed_value(index, value, mode)?;
+                }
+            }
+            Some(Seed::Events(events)) => {
+                for (index, event) in events.iter().enumerate() {
+                    let event = match mode {
+                        SeedMode::Snapshot => {
+                            snapshot_event(event).ok_or(Error::SeedNotLossless { index })?
+                        }
+                        SeedMode::Restore => event.clone(),
+                    };
+                    if event.event_type() == "request/header-delta" {
+                        return Err(Error::SeedLegacyHeaderDelta { index });
+                    }
+                    session.accept_seed_event(index, event)?;
+                }
+            }
+        }
+        session.first_live_seq = session.log.next_seq();
+        session.header = if let Some(h) = restored_header {
+            h
+        } else if let Some(h) = header {
+            let snapshot = json::snapshot_for_append(&h).ok_or_else(|| {
+                Error::Header("session header is not losslessly JSON-serializable".into())
+            })?;
+            validate_header(&snapshot, &session.id)?
+        } else {
+            let now = session.clock.now_ms();
+            let synthesized = Value::object([
+                ("version", Value::from(0u8)),
+                ("id", Value::String(session.id.clone())),
+                ("createdAt", int_value(now)),
+            ]);
+            validate_header(&synthesized, &session.id)?
+        };
+        if seeded
+            && session
+                .log
+                .last()
+                .is_none_or(|e| e.event_type() != END_SEED)
+        {
+            session.append(Draft::new(END_SEED, Value::empty_object()))?;
+        }
+        Ok(session)
+    }
+
+    /// One seed entry given as a JSON value (§2.8 steps 2.1–2.7).
+    fn seed_value(&mut self, index: usize, raw: &Value, mode: SeedMode) -> Result<()> {
+        let value = match mode {
+            SeedMode::Snapshot => {
+                json::snapshot_for_append(raw).ok_or(Error::SeedNotLossless { index })?
+            }
+            SeedMode::Restore => raw.clone(),
+        };
+        if value.get("type").and_then(Value::as_str) == Some("request/header-delta") {
+            return Err(Error::SeedLegacyHeaderDelta { index });
+        }
+        let event = Event::from_value(&value).map_err(|_| Error::SeedEnvelope { index })?;
+        self.accept_seed_event(index, event)
+    }
+
+    /// §2.8 steps 2.3–2.7 for an event whose envelope is valid.
+    fn accept_seed_event(&mut self, index: usize, event: Event) -> Result<()> {
+        let ty = event.event_type();
+        if ty == "request/header" {
+            check_request_header_shape(event.data()).map_err(|issue| Error::SeedRequestHeader {
+                index,
+                problem: issue.message_tail().to_owned(),
+            })?;
+        }
+        if let Some(problem) = message_shape_problem(ty, event.data()) {
+            return Err(Error::MessageShape {
+                subject: format!("seed {ty} at index {index}"),
+                problem,
+            });
+        }
+        if is_fallback_header(ty, event.data()) {
+            return Err(Error::SeedLegacyFallbackReason { index });
+        }
+        if event.seq() != index as u64 {
+            return Err(Error::SeedNotContiguous {
+                index,
+                seq: event.seq(),
+            });
+        }
+        let plan = {
+            let log = &self.log;
+            self.surface
+                .plan(&event, &|seq| log.get(seq).cloned())
+                .map_err(|error| Error::SeedSurface { index, error })?
+        };
+        self.commit(Candidate { event, plan });
+        Ok(())
+    }
+
+    /// §2.2 steps 1–4: the checks that need no session state.
+    pub(crate) fn prepare(draft: Draft) -> Result<Prepared> {
+        let Draft {
+            ty,
+            data,
+            surface_op,
+            source_event_seqs,
+        } = draft;
+        let Some(data) = json::snapshot_for_append(&data) else {
+            return Err(Error::NonJsonData { ty: ty.to_string() });
+        };
+        if &*ty == "request/header-delta" {
+            return Err(Error::LegacyHeaderDelta);
+        }
+        if is_fallback_header(&ty, &data) {
+            return Err(Error::LegacyFallbackReason);
+        }
+        let snapshot_meta = |v: Option<Value>| -> Result<Option<Value>> {
+            match v {
+                None => Ok(None),
+                Some(v) => json::snapshot_for_append(&v)
+                    .map(Some)
+                    .ok_or_else(|| Error::NonJsonSurfaceMetadata { ty: ty.to_string() }),
+            }
+        };
+        let source_event_seqs = snapshot_meta(source_event_seqs)?;
+        let surface_op = snapshot_meta(surface_op)?;
+        Ok(Prepared {
+            ty,
+            data,
+            surface_op,
+            source_event_seqs,
+        })
+    }
+
+    /// §2.2 steps 6–7 (with the message-shape check of decision 5): builds the frozen
+    /// candidate and plans its surface transition. Changes nothing.
+    pub(crate) fn candidate(&self, prepared: Prepared) -> Result<Candidate> {
+        let seq = self.log.next_seq();
+        if let Some(problem) = message_shape_problem(&prepared.ty, &prepared.data) {
+            return Err(Error::MessageShape {
+                subject: format!("session event at seq {seq}"),
+                problem,
+            });
+        }
+        let event = Event::appended(
+            prepared.ty,
+            seq,
+            self.clock.now_ms(),
+            prepared.data,
+            prepared.source_event_seqs,
+            prepared.surface_op,
+        );
+        let log = &self.log;
+        let plan = self.surface.plan(&event, &|s| log.get(s).cloned())?;
+        Ok(Candidate { event, plan })
+    }
+
+    /// §2.2 step 9: commits a candidate built on the current state.
+    pub(crate) fn commit(&mut self, candidate: Candidate) -> Event {
+        let Candidate { event, plan } = candidate;
+        if self.log.push(event.clone()).is_err() {
+            // A candidate is always built for the next seq; a stale one is dropped.
+            return event;
+        }
+        if let Some(entry) = TranscriptEntry::for_event(&event, plan.shadowed()) {
+            self.transcript.push_back(entry);
+        }
+        self.surface.apply(plan);
+        self.request_header.push(&event);
+        self.request_context.push(&event);
+        event
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+
+    /// The validated header.
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    /// An O(1) frozen snapshot of the log.
+    pub fn events(&self) -> Events {
+        self.log.snapshot()
+    }
+
+    /// The event at `seq`.
+    pub fn event(&self, seq: u64) -> Option<&Event> {
+        self.log.get(seq)
+    }
+
+    /// The log length: the seq the next event gets.
+    pub fn seq(&self) -> u64 {
+        self.log.next_seq()
+    }
+
+    /// The length of the construction seed (0 without one); fixed at construction.
+    pub fn first_live_seq(&self) -> u64 {
+        self.first_live_seq
+    }
+
+    /// The surface (the same object for the whole life of the session).
+    pub fn surface(&self) -> &Surface {
+        &self.surface
+    }
+
+    /// Shorthand for `surface().nodes()`.
+    pub fn surface_nodes(&self) -> Nodes {
+        self.surface.nodes()
+    }
+
+    /// Shorthand for `surface().replace_generation()`.
+    pub fn replace_generation(&self) -> u64 {
+        self.surface.replace_generation()
+    }
+
+    /// `deriveMessages()`: the messages of the current surface nodes, in surface order (O(1)).
+    pub fn derive_messages(&self) -> Messages {
+        self.surface.messages()
+    }
+
+    /// `session.deriveEventMessage(e)`: see [`derive_event_message`].
+    pub fn derive_event_message<'e>(&self, event: &'e Event) -> Option<&'e Value> {
+        derive_event_message(event)
+    }
+
+    /// `requestHeader()`: the canonical header of the last `request/header`, if any.
+    pub fn request_header(&self) -> Option<Value> {
+        self.request_header.current().cloned()
+    }
+
+    /// `requestContext()`: the data of the last `request/context`, if any.
+    pub fn request_context(&self) -> Option<Value> {
+        self.request_context.current().cloned()
+    }
+
+    /// The human view: append-origin events plus replacement markers (see [`Transcript`]).
+    pub fn transcript(&self) -> Transcript {
+        Transcript::from_vector(self.transcript.clone())
+    }
+
+    /// The session's clock.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// Validated append (§2.2; message shapes are checked too). Returns the committed event.
+    pub fn append(&mut self, draft: Draft) -> Result<Event> {
+        let candidate = self.candidate(Session::prepare(draft)?)?;
+        Ok(self.commit(candidate))
+    }
+
+    /// Like [`Session::append`], with a pre-commit hook that sees the frozen candidate while
+    /// the log still has its old length. An `Err` vetoes the append: nothing changes and the
+    /// error is returned as [`Error::Vetoed`].
+    pub fn append_with(
+        &mut self,
+        draft: Draft,
+        veto: &mut dyn FnMut(&Session, &Event) -> Result<(), BoxError>,
+    ) -> Result<Event> {
+        let candidate = self.candidate(Session::prepare(draft)?)?;
+        veto(self, &candidate.event).map_err(|e| Error::Vetoed(Arc::from(e)))?;
+        Ok(self.commit(candidate))
+    }
+}
+
+/// Validates a header value, mapping the core error to this crate's.
+fn validate_header(value: &Value, id: &str) -> Result<SessionHeader> {
+    SessionHeader::from_value(value, id).map_err(|e| Error::Header(e.to_string()))
+}
+
+/// A `request/header` whose data is an object with `reason: "fallback"`.
+fn is_fallback_header(ty: &str, data: &Value) -> bool {
+    ty == "request/header" && is_legacy_fallback_header(data)
+}
+
+/// The event with its JSON values as a live append would store them; `None` if one of them
+/// is not appendable. Shares the original when nothing changes.
+fn snapshot_event(event: &Event) -> Option<Event> {
+    let data = json::snapshot_for_append(event.data())?;
+    let surface_op = match event.surface_op_value() {
+        Some(v) => Some(json::snapshot_for_append(v)?),
+        None => None,
+    };
+    let source_event_seqs = match event.source_event_seqs_value() {
+        Some(v) => Some(json::snapshot_for_append(v)?),
+        None => None,
+    };
+    let same = |a: Option<&Value>, b: Option<&Value>| match (a, b) {
+        (Some(a), Some(b)) => a.ptr_eq(b) || a.to_json() == b.to_json(),
+        (None, None) => true,
+        _ => false,
+    };
+    if same(Some(event.data()), Some(&data))
+        && same(event.surface_op_value(), surface_op.as_ref())
+        && same(event.source_event_seqs_value(), source_event_seqs.as_ref())
+    {
+        return Some(event.clone());
+    }
+    Some(Event::from_parts(
+        EventParts {
+            ty: event.event_type_arc().clone(),
+            seq: event.seq(),
+            time: event.time(),
+            data,
+            surface_op,
+            source_event_seqs,
+            ignorable: event.ignorable(),
+        },
+        event.key_order(),
+    ))
+}
+
+/// The message-shape check of §2.9 for `event_type`'s message inside `data`; `subject` names
+/// the event in the error (`session event at seq <seq>` on append, `seed <type> at index <i>`
+/// in a seed). Types other than the three message types always pass.
+pub fn check_message_shape(event_type: &str, data: &Value, subject: &str) -> Result<()> {
+    match message_shape_problem(event_type, data) {
+        None => Ok(()),
+        Some(problem) => Err(Error::MessageShape {
+            subject: subject.to_owned(),
+            problem,
+        }),
+    }
+}
+
+/// The first shape problem of the message in `data`, in the reference's order.
+fn message_shape_problem(event_type: &str, data: &Value) -> Option<ShapeProblem> {
+    let message = match event_type {
+        "user/message" => Some(data),
+        "assistant/message" | "tool/result" => data.get("message"),
+        _ => return None,
+    };
+    let Some(message) = message.and_then(Value::as_object) else {
+        return Some(ShapeProblem::NoIdentifiedMessage);
+    };
+    if !message.get("id").is_some_and(Value::is_non_empty_str) {
+        return Some(ShapeProblem::NoIdentifiedMessage);
+    }
+    let role = if event_type == "assistant/message" {
+        "assistant"
+    } else {
+        "user"
+    };
+    if message.get("role").and_then(Value::as_str) != Some(role) {
+        return Some(ShapeProblem::Role(role));
+    }
+    let Some(source) = message.get("source").and_then(Value::as_object) else {
+        return Some(ShapeProblem::InvalidSource);
+    };
+    let kind = source.get("kind").and_then(Value::as_str);
+    if kind.is_none_or(str::is_empty) {
+        return Some(ShapeProblem::InvalidSource);
+    }
+    let Some(content) = message.get("content").and_then(Value::as_array) else {
+        return Some(ShapeProblem::InvalidContent);
+    };
+    let non_empty = |key: &str| source.get(key).is_some_and(Value::is_non_empty_str);
+    match event_type {
+        "assistant/message"
+            if kind != Some("model") || !non_empty("provider") || !non_empty("model") =>
+        {
+            return Some(ShapeProblem::ModelSource);
+        }
+        "tool/result" => {
+            if kind != Some("tool") || !non_empty("callId") {
+                return Some(ShapeProblem::ToolSource);
+            }
+            let block = match content.as_slice() {
+                [block] => block.as_object().filter(|b| {
+                    b.get("type").and_then(Value::as_str) == Some("tool-result")
+                        && b.get("content").and_then(Value::as_array).is_some()
+                }),
+                _ => None,
+            };
+            let Some(block) = block else {
+                return Some(ShapeProblem::OneToolResultBlock);
+            };
+            let call_id = source.get("callId").and_then(Value::as_str);
+            if block.get("toolCallId").and_then(Value::as_str) != call_id {
+                return Some(ShapeProblem::MismatchedToolCallIds);
+            }
+        }
+        _ => {}
+    }
+    None
+}
