@@ -1,1 +1,46 @@
-//! conformance
+//! `conformance` owns the checks that tell whether an implementation of the session layer
+//! behaves like the reference: the golden-corpus runner (and, as they land, random histories,
+//! invariant checkers, the crash model and the reusable backend suite).
+//!
+//! # The golden-corpus runner
+//!
+//! `cargo run -p conformance --bin golden -- <DIR>` checks every case of a directory laid out
+//! like the reference's corpus and ends with `N passed, M failed`. The same runner is a library
+//! function, [`corpus::run`]:
+//!
+//! ```no_run
+//! use conformance::corpus::{self, Options};
+//!
+//! let report = corpus::run("../shared/corpus".as_ref(), &Options::default())?;
+//! for failure in &report.failures {
+//!     eprintln!("{failure}");
+//! }
+//! println!("{}", report.summary());
+//! # Ok::<(), conformance::corpus::LayoutError>(())
+//! ```
+//!
+//! # Random histories and invariants
+//!
+//! [`gen`](gen/index.html) generates valid session histories (turns, streamed answers, tool
+//! calls and results, request headers, compactions, tool-result rewrites, plugin events, fork
+//! points), histories cut by a crash, and invalid mutations paired with the exact error they
+//! must produce. [`invariants`] checks what must hold for every session and log, each checker
+//! returning a typed [`invariants::Violation`]:
+//!
+//! ```
+//! use conformance::invariants::{check_closers_balance, check_session};
+//! use conformance::r#gen::arb_history;
+//! use proptest::strategy::{Strategy, ValueTree};
+//! use proptest::test_runner::TestRunner;
+//!
+//! let mut runner = TestRunner::deterministic();
+//! let history = arb_history().new_tree(&mut runner).expect("a history").current();
+//! let session = history.build();
+//! check_session(&session)?;
+//! check_closers_balance(&session.events())?;
+//! # Ok::<(), conformance::invariants::Violation>(())
+//! ```
+
+pub mod corpus;
+pub mod r#gen;
+pub mod invariants;

@@ -1,0 +1,72 @@
+//! `golden`: checks a directory laid out like the reference's golden corpus.
+//!
+//! Usage: `golden [--only CHECK[,CHECK…]] [--filter TEXT] <DIR>`
+//! Prints one line per failure and ends with `N passed, M failed` alone on a line.
+//! Exit status: 0 when everything passed, 1 on any failure, 2 on a usage or layout error.
+
+#![allow(clippy::print_stdout)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use conformance::corpus::{self, Check, Options};
+
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("golden: {msg}");
+    eprintln!("usage: golden [--only CHECK[,CHECK...]] [--filter TEXT] <DIR>");
+    let names: Vec<&str> = Check::ALL.iter().map(|c| c.name()).collect();
+    eprintln!("checks: {}", names.join(", "));
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let mut options = Options::default();
+    let mut dir: Option<PathBuf> = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--only" => {
+                let Some(list) = args.next() else {
+                    return usage("--only needs a list of checks");
+                };
+                let mut checks = Vec::new();
+                for name in list.split(',') {
+                    match Check::from_name(name) {
+                        Some(c) => checks.push(c),
+                        None => return usage(&format!("unknown check {name:?}")),
+                    }
+                }
+                options.checks = checks;
+            }
+            "--filter" => {
+                let Some(text) = args.next() else {
+                    return usage("--filter needs a text");
+                };
+                options.filter = Some(text);
+            }
+            "-h" | "--help" => return usage("help"),
+            _ if dir.is_none() => dir = Some(PathBuf::from(arg)),
+            _ => return usage(&format!("unexpected argument {arg:?}")),
+        }
+    }
+    let Some(dir) = dir else {
+        return usage("missing corpus directory");
+    };
+    match corpus::run(&dir, &options) {
+        Ok(report) => {
+            for failure in &report.failures {
+                println!("{failure}");
+            }
+            println!("{}", report.summary());
+            if report.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("golden: layout error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
