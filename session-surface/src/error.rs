@@ -109,6 +109,15 @@ pub enum Error {
         /// The reference's text after the subject.
         problem: String,
     },
+    /// `session event request/header at seq <seq> <problem>`: a live append of a
+    /// `request/header` whose shape a reload would refuse (the seed checks of §2.8, applied
+    /// on append so that every appendable log can be reloaded).
+    RequestHeaderShape {
+        /// The seq the event would have had.
+        seq: u64,
+        /// The reference's text after the subject, e.g. `lacks provider/model`.
+        problem: String,
+    },
     /// `seed event at index <i> uses unsupported legacy request/header reason "fallback"`
     SeedLegacyFallbackReason {
         /// Index in the seed.
@@ -168,6 +177,9 @@ impl fmt::Display for Error {
             }
             Error::SeedRequestHeader { index, problem } => {
                 write!(f, "seed request/header at index {index} {problem}")
+            }
+            Error::RequestHeaderShape { seq, problem } => {
+                write!(f, "session event request/header at seq {seq} {problem}")
             }
             Error::SeedLegacyFallbackReason { index } => write!(
                 f,

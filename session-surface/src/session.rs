@@ -383,6 +383,14 @@ impl Session {
     /// candidate and plans its surface transition. Changes nothing.
     pub(crate) fn candidate(&self, prepared: Prepared) -> Result<Candidate> {
         let seq = self.log.next_seq();
+        if &*prepared.ty == "request/header" {
+            check_request_header_shape(&prepared.data).map_err(|issue| {
+                Error::RequestHeaderShape {
+                    seq,
+                    problem: issue.message_tail().to_owned(),
+                }
+            })?;
+        }
         if let Some(problem) = message_shape_problem(&prepared.ty, &prepared.data) {
             return Err(Error::MessageShape {
                 subject: format!("session event at seq {seq}"),

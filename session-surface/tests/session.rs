@@ -1154,3 +1154,36 @@ fn request_folds_follow_appends() {
     assert_eq!(replay.request_context(), s.request_context());
     assert_eq!(replay.request_header(), s.request_header());
 }
+
+#[test]
+fn live_request_header_shape_is_checked_like_a_seed() {
+    // Port decision 5, extended: what a reload would refuse cannot be appended.
+    let mut s = session();
+    for (data, tail) in [
+        (
+            r#"{"header":{"config":{"model":"m"}},"reason":"initial"}"#,
+            "lacks provider/model",
+        ),
+        (
+            r#"{"header":{"config":{"provider":"p","model":"m","reasoningEffort":""}},"reason":"initial"}"#,
+            "has an invalid reasoningEffort",
+        ),
+        (
+            r#"{"header":{"config":{"provider":"p","model":"m"},"adapterDefaults":{"maxTokens":true}},"reason":"initial"}"#,
+            "has invalid adapterDefaults",
+        ),
+    ] {
+        let err = s
+            .append(Draft::new("request/header", Value::parse(data).unwrap()))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("session event request/header at seq 0 {tail}")
+        );
+        assert_eq!(s.seq(), 0);
+    }
+    let ok = r#"{"header":{"config":{"provider":"p","model":"m"}},"reason":"initial"}"#;
+    s.append(Draft::new("request/header", Value::parse(ok).unwrap()))
+        .unwrap();
+    assert_eq!(s.seq(), 1);
+}
