@@ -1,0 +1,124 @@
+//! Per-call costs of the in-memory session layer, at growing session sizes.
+//!
+//! Run: `cargo bench -p session-bench --bench session`.
+
+use std::hint::black_box;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use session_bench::{append_turn, assistant_message, chat_session, text_chunk, user_message};
+use session_core::json::Value;
+use session_surface::Draft;
+
+const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
+
+fn append_mix(c: &mut Criterion) {
+    let mut g = c.benchmark_group("append");
+    g.bench_function("realistic_turn_9_events", |b| {
+        b.iter_batched(
+            || chat_session(10),
+            |mut s| {
+                append_turn(&mut s, 1_000_000);
+                s
+            },
+            BatchSize::SmallInput,
+        );
+    });
+    g.throughput(criterion::Throughput::Elements(1));
+    g.bench_function("chunk", |b| {
+        let mut s = chat_session(10);
+        let turn = 1_000_000;
+        s.append(Draft::new(
+            "turn/start",
+            Value::object([("turn", Value::from(turn))]),
+        ))
+        .expect("turn/start");
+        b.iter(|| black_box(s.append(text_chunk(turn, 1, "tok ")).expect("chunk")));
+    });
+    g.finish();
+}
+
+fn derive_after_append(c: &mut Criterion) {
+    let mut g = c.benchmark_group("derive_after_append");
+    g.sample_size(20);
+    for n in SIZES {
+        let mut s = chat_session(n);
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                s.append(user_message("u", "more")).expect("append");
+                black_box(s.derive_messages())
+            });
+        });
+    }
+    g.finish();
+}
+
+fn snapshot(c: &mut Criterion) {
+    let mut g = c.benchmark_group("events_snapshot");
+    g.sample_size(20);
+    for n in SIZES {
+        let mut s = chat_session(n);
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                s.append(user_message("u", "more")).expect("append");
+                black_box(s.events())
+            });
+        });
+    }
+    g.finish();
+}
+
+fn replace(c: &mut Criterion) {
+    let mut g = c.benchmark_group("compaction_replace_10_nodes");
+    g.sample_size(20);
+    for n in SIZES {
+        let base = chat_session(n);
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter_batched(
+                || base.clone(),
+                |mut s| {
+                    // Replace the 10 nodes in the middle of the surface with one summary.
+                    let nodes = s.surface().nodes();
+                    let mid = nodes.len() / 2;
+                    let start = nodes.get(mid).expect("node");
+                    let end = nodes.get(mid + 9).expect("node");
+                    let sources: Vec<u64> = (mid..mid + 10)
+                        .map(|i| nodes.get(i).expect("node"))
+                        .collect();
+                    let draft = assistant_message("summary", 1, 1, "summary")
+                        .replace_op(start, end)
+                        .sources(&sources);
+                    s.append(draft).expect("replace");
+                    s
+                },
+                BatchSize::LargeInput,
+            );
+        });
+    }
+    g.finish();
+}
+
+fn fork(c: &mut Criterion) {
+    let mut g = c.benchmark_group("fork");
+    g.sample_size(10);
+    let n = 1_000_000;
+    let parent = chat_session(n / 4);
+    g.bench_function(BenchmarkId::from_parameter(parent.seq()), |b| {
+        b.iter(|| {
+            black_box(
+                session_fork::fork_session(&parent, None, "child", session_bench::clock())
+                    .expect("fork"),
+            )
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    append_mix,
+    derive_after_append,
+    snapshot,
+    replace,
+    fork
+);
+criterion_main!(benches);

@@ -1,0 +1,154 @@
+//! `restore`: times a full restore of a stored session and reports peak RSS.
+//!
+//! Usage: `restore <ROOT> <SESSION-ID> [zstd|none] [full|load|inspect]`
+//!
+//! - `load`: `Backend::load_stored` alone.
+//! - `full` (the default): `load_stored`, the crash closers, then the restore-mode session
+//!   construction the persistence coordinator performs (header validation, every seed check,
+//!   surface fold, message derivation and the request folds).
+//! - `inspect`: the whole service path, `Persistence::inspect` on a fresh store.
+//!
+//! Prints one line of `key=value` pairs (times in seconds, peak RSS = `VmHWM` in MiB).
+
+#![allow(clippy::print_stdout)]
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use session_core::{Event, SharedClock, SystemClock};
+use session_persist::jsonl::{Compression, JsonlBackend, JsonlConfig};
+use session_persist::{Backend, Persistence, PersistenceOptions};
+use session_repair::interrupted_turn_closers;
+use session_store::SessionStore;
+use session_surface::Session;
+
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Load,
+    Full,
+    Inspect,
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(root), Some(id)) = (args.first(), args.get(1)) else {
+        eprintln!("usage: restore <ROOT> <SESSION-ID> [zstd|none] [full|load|inspect]");
+        return ExitCode::from(2);
+    };
+    let compression = match args.get(2).map(String::as_str) {
+        Some("none") => Compression::None,
+        _ => Compression::Zstd,
+    };
+    let mode = match args.get(3).map(String::as_str) {
+        Some("load") => Mode::Load,
+        Some("inspect") => Mode::Inspect,
+        _ => Mode::Full,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let backend = match JsonlBackend::open(JsonlConfig::new(root).compression(compression)) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("restore: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let outcome = match mode {
+        Mode::Inspect => inspect(&rt, backend, id),
+        Mode::Load | Mode::Full => restore(&rt, &backend, id, mode == Mode::Full),
+    };
+    match outcome {
+        Ok(line) => {
+            println!(
+                "{line} peak_rss={:.1}MiB",
+                peak_rss_mib().unwrap_or(f64::NAN)
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("restore: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error>;
+
+fn restore(
+    rt: &tokio::runtime::Runtime,
+    backend: &JsonlBackend,
+    id: &str,
+    full: bool,
+) -> Result<String, BoxError> {
+    let start = Instant::now();
+    let prefix = rt
+        .block_on(backend.load_stored(id))?
+        .ok_or_else(|| format!("session {id} not found"))?;
+    let load = start.elapsed();
+    let events = prefix.events.len();
+    if !full {
+        return Ok(format!(
+            "events={events} load_stored={:.3}s",
+            load.as_secs_f64()
+        ));
+    }
+    let t = Instant::now();
+    let closers = interrupted_turn_closers(prefix.events.iter());
+    let mut balanced: Vec<Event> = prefix.events;
+    balanced.extend(closers.iter().cloned());
+    let closers_time = t.elapsed();
+    let t = Instant::now();
+    let clock: SharedClock = Arc::new(SystemClock);
+    let seed: Vec<session_core::json::Value> = balanced.iter().map(Event::to_value).collect();
+    drop(balanced);
+    let session = Session::from_restore(id, seed, &prefix.header_value, clock)?;
+    let construct = t.elapsed();
+    let total = start.elapsed();
+    let line = format!(
+        "events={events} closers={} session_seq={} surface={} messages={} load_stored={:.3}s closers_time={:.3}s construct={:.3}s total={:.3}s",
+        closers.len(),
+        session.seq(),
+        session.surface().len(),
+        session.derive_messages().len(),
+        load.as_secs_f64(),
+        closers_time.as_secs_f64(),
+        construct.as_secs_f64(),
+        total.as_secs_f64(),
+    );
+    drop(session);
+    Ok(line)
+}
+
+fn inspect(
+    rt: &tokio::runtime::Runtime,
+    backend: JsonlBackend,
+    id: &str,
+) -> Result<String, BoxError> {
+    let clock: SharedClock = Arc::new(SystemClock);
+    rt.block_on(async {
+        let store = SessionStore::new(clock);
+        let persistence =
+            Persistence::new(Arc::new(backend), store, PersistenceOptions::default())?;
+        let start = Instant::now();
+        let view = persistence.inspect(id, None).await?;
+        let total = start.elapsed();
+        let line = format!(
+            "events={} inspect={:.3}s",
+            view.events.len(),
+            total.as_secs_f64()
+        );
+        drop(view);
+        persistence.dispose().await?;
+        Ok(line)
+    })
+}

@@ -1,0 +1,324 @@
+//! The storage-backend contract: the only interface between the persistence coordinator and a
+//! storage medium.
+//!
+//! # Contract
+//!
+//! A [`Backend`] stores append-only session logs. The coordinator above it owns every policy
+//! decision (validation, migrations, crash closers, write batching, retries, caching); the
+//! backend owns bytes or rows. An implementation for a new medium must honour these rules.
+//!
+//! **Identity and absence.** Sessions are addressed by id. `Ok(None)` from a read means the
+//! session has no artifact at all. Any other problem is an error: corruption is never reported
+//! as absence, and absence is never papered over by creating something.
+//!
+//! **Reads are observations.** [`Backend::load_stored`], [`Backend::read_stored_revision`],
+//! [`Backend::load_stored_from`], [`Backend::list`], [`Backend::list_snapshots`] and
+//! [`Backend::read_raw`] never change storage. Returned values are fresh: the coordinator may
+//! keep them without copying.
+//!
+//! **The stored prefix.** [`StoredPrefix::events`] is the valid, contiguous prefix of the log
+//! (`events[i].seq() == i`), already expanded from any physical packing. Damage that can only be
+//! a torn tail (an interrupted final write) is not an error: the prefix stops before it and
+//! [`StoredPrefix::torn`] carries an opaque [`TornMarker`] saying what to cut. Damage inside the
+//! committed region (anything before the last durable `turn/end`, or anything the medium can
+//! prove was completely written) is an error. `torn` is present if and only if something must be
+//! truncated.
+//!
+//! **Revisions.** [`Revision`] identifies exactly the bytes or rows a read saw. It stays equal
+//! while the log and its backing store are unchanged, and changes after an append, after a
+//! mutating repair and after the artifact is replaced. Revisions of two different stores never
+//! compare equal. [`Backend::read_stored_revision`] is a cheap read in the same representation.
+//!
+//! **Appends.** [`Backend::append_batch`] receives a non-empty batch whose seqs continue the
+//! stored log; the caller checks contiguity. It returns only once the batch is durable. When
+//! `is_materialized` is false the session has no artifact yet: the header and this first batch
+//! must become visible atomically (no header-only or half-written artifact may ever be
+//! observable), and an existing artifact must be refused, never overwritten. A failed append
+//! must leave storage exactly as it was (roll back partial bytes or rows), so that a retry of the
+//! same batch neither duplicates nor skips a seq. An artifact that disappears under a writer is
+//! an error, never silently re-created.
+//!
+//! **Repairs.** [`Backend::commit_repair`] cuts the torn tail described by the marker (when one
+//! is given; it must be a marker this backend produced), then durably appends the closers. It
+//! need not be atomic: a crash between the steps leaves a valid, shorter log and the next load
+//! recomputes the closers. With neither marker nor closers it does nothing.
+//!
+//! **Single writer.** One writer per session is enforced, not assumed: once a backend instance
+//! has written to a session it holds exclusive write ownership until [`Backend::release`] or
+//! [`Backend::close`]; a writer in another process or another backend instance gets an error and
+//! writes nothing.
+//!
+//! **Formats.** A backend refuses a header whose log format version is not 0 with
+//! [`Error::FormatUnsupported`], located with [`Backend::locate`] when it can. Other
+//! backend-level corruption errors propagate unwrapped; the coordinator wraps only its own
+//! validation failures.
+//!
+//! **Blocking.** Methods may block on I/O internally, but must not block the async runtime's
+//! worker threads (use `spawn_blocking` or native async I/O).
+//!
+//! [`Error::FormatUnsupported`]: crate::Error::FormatUnsupported
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use session_core::json::Value;
+use session_core::{Event, SessionHeader};
+
+use crate::error::{Error, Result};
+
+/// An opaque, source-qualified revision of a stored log (`SessionPersistenceRevision`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Revision(Arc<str>);
+
+impl Revision {
+    /// Wraps a backend-built revision string.
+    pub fn new(text: impl Into<Arc<str>>) -> Revision {
+        Revision(text.into())
+    }
+
+    /// The revision text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Revision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a session's artifact lives (`{kind, path}`), for diagnostics and consumers that read
+/// transcripts directly. The artifact may not exist yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The artifact kind, for example `"jsonl"`.
+    pub kind: String,
+    /// The absolute path of the artifact.
+    pub path: PathBuf,
+}
+
+impl Location {
+    /// A JSONL transcript location.
+    pub fn jsonl(path: impl Into<PathBuf>) -> Location {
+        Location {
+            kind: "jsonl".to_owned(),
+            path: path.into(),
+        }
+    }
+}
+
+/// What a repair must cut from a stored log. Opaque to the coordinator: it is produced by
+/// [`Backend::load_stored`] and handed back to [`Backend::commit_repair`] unchanged.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum TornMarker {
+    /// Byte-oriented media (JSONL): truncate the artifact to `truncate_to` bytes, then re-append
+    /// `recovered` (complete records salvaged from a torn compressed frame) before the closers.
+    Truncate {
+        /// The length to truncate to.
+        truncate_to: u64,
+        /// Events recovered from the torn region; they are part of the stored prefix.
+        recovered: Vec<Event>,
+    },
+    /// Row-oriented media: delete everything from this seq on.
+    FromSeq(u64),
+}
+
+/// The stored prefix of a session (`StoredPrefix`).
+#[derive(Debug, Clone)]
+pub struct StoredPrefix {
+    /// The header, read leniently: fields the storage layer does not check are taken when they
+    /// have the expected type and omitted otherwise. Validate [`StoredPrefix::header_value`].
+    pub meta: SessionHeader,
+    /// The header record as read (without any storage tag such as JSONL's `"type"`), for the
+    /// coordinator's validation.
+    pub header_value: Value,
+    /// The valid contiguous prefix, packed rows expanded. It stops before
+    /// [`StoredPrefix::invalid_envelope`] when there is one.
+    pub events: Vec<Event>,
+    /// The first stored record whose seq is contiguous but whose envelope is invalid, with its
+    /// index. Reading does not fail on it (the reference's restore does:
+    /// `seed event at index <i> has an invalid event envelope`).
+    pub invalid_envelope: Option<(usize, Value)>,
+    /// The revision of exactly the data read.
+    pub revision: Revision,
+    /// Present if and only if a torn tail must be truncated.
+    pub torn: Option<TornMarker>,
+}
+
+/// A stored suffix from a seeking read (`StoredSuffix`): never torn, never mutating.
+#[derive(Debug, Clone)]
+pub struct StoredSuffix {
+    /// The header, read leniently (see [`StoredPrefix::meta`]).
+    pub meta: SessionHeader,
+    /// The header record as read.
+    pub header_value: Value,
+    /// The stored events with `seq >= from_seq`.
+    pub events: Vec<Event>,
+}
+
+/// A verbatim artifact, decoded from its physical encoding.
+#[derive(Debug, Clone)]
+pub struct RawArtifact {
+    /// The header, read leniently.
+    pub meta: SessionHeader,
+    /// The logical file name, for example `session.jsonl`.
+    pub filename: String,
+    /// The logical text.
+    pub content: String,
+}
+
+/// The storage hooks of a persistence backend (`PersistenceBackend`). See the
+/// [module documentation](self) for the contract.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// A label for diagnostics, for example `session-persistence-jsonl`.
+    fn name(&self) -> &str;
+
+    /// Reads the stored prefix of `id` across every storage scope. `None`: no artifact.
+    async fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>>;
+
+    /// The current revision of `id`, in the representation [`Backend::load_stored`] uses.
+    /// `None`: no artifact.
+    async fn read_stored_revision(&self, id: &str) -> Result<Option<Revision>>;
+
+    /// Whether [`Backend::load_stored_from`] is implemented.
+    fn supports_seek(&self) -> bool {
+        false
+    }
+
+    /// Reads the committed events with `seq >= from_seq` without reading the whole log. Never
+    /// mutates and never reports a torn tail. The default refuses with [`Error::Unsupported`].
+    async fn load_stored_from(&self, id: &str, from_seq: u64) -> Result<Option<StoredSuffix>> {
+        let _ = (id, from_seq);
+        Err(Error::Unsupported {
+            backend: self.name().to_owned(),
+            operation: "seeking reads (loadStoredFrom)",
+        })
+    }
+
+    /// Durably appends a non-empty, contiguous batch. When `!is_materialized`, the header and
+    /// this batch commit atomically and an existing artifact is refused.
+    async fn append_batch(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        is_materialized: bool,
+    ) -> Result<()>;
+
+    /// Truncates the torn tail if and only if `torn` is present, then durably appends
+    /// `closers`. Need not be atomic.
+    async fn commit_repair(
+        &self,
+        meta: &SessionHeader,
+        torn: Option<TornMarker>,
+        closers: &[Event],
+    ) -> Result<()>;
+
+    /// The headers of every stored session (unordered).
+    async fn list(&self) -> Result<Vec<SessionHeader>>;
+
+    /// The headers of every stored session with their revisions.
+    async fn list_snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>>;
+
+    /// Where the artifact of `meta` lives or will live; no I/O. `None` when the medium has no
+    /// per-session artifact or `meta` cannot name one.
+    fn locate(&self, meta: &SessionHeader) -> Option<Location> {
+        let _ = meta;
+        None
+    }
+
+    /// Whether [`Backend::read_raw`] is implemented.
+    fn supports_raw_artifacts(&self) -> bool {
+        false
+    }
+
+    /// The verbatim artifact of `id`; `None` when absent. The default refuses with
+    /// [`Error::NoRawArtifacts`].
+    async fn read_raw(&self, id: &str) -> Result<Option<RawArtifact>> {
+        let _ = id;
+        Err(Error::NoRawArtifacts)
+    }
+
+    /// Gives up write ownership of `id` (see the single-writer rule). Later writes re-acquire
+    /// it. The default does nothing.
+    async fn release(&self, id: &str) -> Result<()> {
+        let _ = id;
+        Ok(())
+    }
+
+    /// Releases every resource; awaited after the coordinator's final drain.
+    async fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+macro_rules! forward_backend {
+    ($ptr:ident) => {
+        #[async_trait]
+        impl<T: Backend + ?Sized> Backend for $ptr<T> {
+            fn name(&self) -> &str {
+                (**self).name()
+            }
+            async fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>> {
+                (**self).load_stored(id).await
+            }
+            async fn read_stored_revision(&self, id: &str) -> Result<Option<Revision>> {
+                (**self).read_stored_revision(id).await
+            }
+            fn supports_seek(&self) -> bool {
+                (**self).supports_seek()
+            }
+            async fn load_stored_from(
+                &self,
+                id: &str,
+                from_seq: u64,
+            ) -> Result<Option<StoredSuffix>> {
+                (**self).load_stored_from(id, from_seq).await
+            }
+            async fn append_batch(
+                &self,
+                meta: &SessionHeader,
+                events: &[Event],
+                is_materialized: bool,
+            ) -> Result<()> {
+                (**self).append_batch(meta, events, is_materialized).await
+            }
+            async fn commit_repair(
+                &self,
+                meta: &SessionHeader,
+                torn: Option<TornMarker>,
+                closers: &[Event],
+            ) -> Result<()> {
+                (**self).commit_repair(meta, torn, closers).await
+            }
+            async fn list(&self) -> Result<Vec<SessionHeader>> {
+                (**self).list().await
+            }
+            async fn list_snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
+                (**self).list_snapshots().await
+            }
+            fn locate(&self, meta: &SessionHeader) -> Option<Location> {
+                (**self).locate(meta)
+            }
+            fn supports_raw_artifacts(&self) -> bool {
+                (**self).supports_raw_artifacts()
+            }
+            async fn read_raw(&self, id: &str) -> Result<Option<RawArtifact>> {
+                (**self).read_raw(id).await
+            }
+            async fn release(&self, id: &str) -> Result<()> {
+                (**self).release(id).await
+            }
+            async fn close(&self) -> Result<()> {
+                (**self).close().await
+            }
+        }
+    };
+}
+
+forward_backend!(Box);
+forward_backend!(Arc);

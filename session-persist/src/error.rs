@@ -1,0 +1,1034 @@
+//! The error type of `session-persist`.
+//!
+//! Every variant's `Display` is the reference implementation's exact text, so tests can compare
+//! whole messages. Variants carry where the failure happened (path, line, byte offset, seq) as
+//! fields, and [`Error::name`] gives the reference's error class name.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use session_core::json;
+
+use crate::backend::Location;
+
+/// Everything that can go wrong in `session-persist`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file-system call failed. Display follows Node's shape:
+    /// `<CODE>: <description>, <op> '<path>'` (the code is omitted when unknown).
+    Io {
+        /// The system call, in Node's naming (`open`, `write`, `fsync`, `scandir`, …).
+        op: &'static str,
+        /// The path the call was made on.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A log with no complete header record: `empty or header-less session log`, or
+    /// `empty or header-less Zstandard session log` when `zstd`.
+    EmptyLog {
+        /// Whether the log is a Zstandard log.
+        zstd: bool,
+    },
+    /// `corrupt session log: header line is not valid JSON`.
+    HeaderNotJson,
+    /// `corrupt session log: first line is not a session header`.
+    NotSessionHeader,
+    /// `session header uses retired policy baseline fields`.
+    RetiredHeaderFields,
+    /// A record holds a lone UTF-16 surrogate escape, which this build cannot represent
+    /// (a documented refusal; the reference would read it).
+    LoneSurrogate {
+        /// 1-based line number after the header; `None` for the header line itself.
+        line: Option<u64>,
+        /// Byte offset of the escape in the logical (decompressed) log text.
+        offset: u64,
+    },
+    /// `corrupt session log: unparsable committed event at line <n>`.
+    UnparsableCommitted {
+        /// 1-based line number, counted after the header.
+        line: u64,
+    },
+    /// `corrupt session log: seq gap in committed region at line <n> (expected <e>, got <g>)`.
+    SeqGap {
+        /// 1-based line number, counted after the header.
+        line: u64,
+        /// The seq the log expected.
+        expected: u64,
+        /// The stored `seq`, as JavaScript's `String(seq)` prints it.
+        got: String,
+    },
+    /// A structural error in a Zstandard log: `corrupt Zstandard session log: <what> at byte <n>`.
+    ZstdStructure {
+        /// What is wrong.
+        kind: ZstdStructureError,
+        /// Byte offset of the frame in the file.
+        offset: u64,
+    },
+    /// `corrupt Zstandard session log: frame at byte <n> failed validation`.
+    ZstdFrame {
+        /// Byte offset of the frame in the file.
+        offset: u64,
+        /// The decoder's error (for example `Restored data doesn't match checksum`).
+        source: io::Error,
+    },
+    /// `corrupt Zstandard session log: complete frame contains a torn JSONL record`.
+    ZstdTornRecord,
+    /// `corrupt Zstandard session log: first frame is not exactly one header line`.
+    ZstdHeaderFrameLines,
+    /// `corrupt Zstandard session log: header frame failed validation` (listing).
+    ZstdHeaderFrame {
+        /// The decoder's error.
+        source: io::Error,
+    },
+    /// `SessionFormatUnsupportedError`: the log uses a format this build refuses to interpret.
+    /// Suffixed ` (raw log: <path>)` when the artifact's location is known.
+    FormatUnsupported {
+        /// Why the format is refused.
+        refusal: FormatRefusal,
+        /// Where the artifact is, when the backend can say.
+        location: Option<Location>,
+    },
+    /// `corrupt session log "<path>": requested id "<id>" does not match header id "<hid>"`.
+    IdentityMismatch {
+        /// The artifact.
+        path: PathBuf,
+        /// The id that was asked for.
+        requested: String,
+        /// The id in the header.
+        header_id: String,
+    },
+    /// `corrupt session log "<path>": header id cannot name a storage path`.
+    UnnameableHeader {
+        /// The artifact.
+        path: PathBuf,
+    },
+    /// `corrupt session log "<path>": header id "<hid>" and cwd identify "<expected>"`.
+    IdentityPath {
+        /// The artifact as discovered.
+        path: PathBuf,
+        /// The id in the header.
+        header_id: String,
+        /// The path the header's id and cwd name.
+        expected: PathBuf,
+    },
+    /// `corrupt session log: invalid header line in "<path>"` (raw artifact reads).
+    InvalidRawHeader {
+        /// The artifact.
+        path: PathBuf,
+    },
+    /// `session artifact <json path> uses the unsupported flat-file layout; …`.
+    FlatLayout {
+        /// The flat file.
+        path: PathBuf,
+    },
+    /// `session artifact <json path> uses <suffix>, but this backend is configured for
+    /// compression <json mode>; …`.
+    EncodingMismatch {
+        /// The artifact of the other encoding.
+        path: PathBuf,
+        /// Whether the backend is configured for Zstandard (the artifact is then plain).
+        configured_zstd: bool,
+    },
+    /// `duplicate JSONL session id "<id>" appears in multiple project directories`.
+    DuplicateId {
+        /// The session id.
+        id: String,
+    },
+    /// `cannot encode an empty path segment`.
+    EmptySegment,
+    /// `cannot encode an empty project path`.
+    EmptyProjectPath,
+    /// `refusing to materialize "<id>": a log already exists on disk (load/resume it instead)`.
+    AlreadyMaterialized {
+        /// The session id.
+        id: String,
+    },
+    /// `AggregateError`: `failed to roll back append to "<path>"`, carrying the append error
+    /// and the rollback error.
+    RollbackFailed {
+        /// The session log.
+        path: PathBuf,
+        /// The error that made the append fail.
+        error: Box<Error>,
+        /// The error that made the rollback fail.
+        rollback: Box<Error>,
+    },
+    /// `session "<id>" is locked by another writer`: another process or backend instance holds
+    /// the session's writer lock.
+    Locked {
+        /// The session id.
+        id: String,
+        /// The session log.
+        path: PathBuf,
+    },
+    /// The session log disappeared under its writer; it is never silently re-created.
+    Vanished {
+        /// The session id.
+        id: String,
+        /// The session log.
+        path: PathBuf,
+    },
+    /// The session log was replaced or changed by someone other than its writer.
+    Replaced {
+        /// The session id.
+        id: String,
+        /// The session log.
+        path: PathBuf,
+    },
+    /// A repair marker points past the end of the log (the log changed since it was read).
+    StaleRepair {
+        /// The session log.
+        path: PathBuf,
+        /// The offset the marker truncates to.
+        truncate_to: u64,
+        /// The current length of the log.
+        len: u64,
+    },
+    /// A torn marker of another backend's kind was handed to this backend.
+    ForeignMarker {
+        /// The backend's name.
+        backend: String,
+    },
+    /// The backend does not implement an optional operation.
+    Unsupported {
+        /// The backend's name.
+        backend: String,
+        /// The operation.
+        operation: &'static str,
+    },
+    /// `this session persistence backend does not expose raw artifacts`.
+    NoRawArtifacts,
+    /// The backend was closed.
+    Closed {
+        /// The backend's name.
+        backend: String,
+    },
+    /// Compressing a frame failed.
+    Encode {
+        /// The compressor's error.
+        source: io::Error,
+    },
+    /// A background blocking task did not complete.
+    Task {
+        /// What the runtime reported.
+        message: String,
+    },
+
+    // ---- Coordinator errors: the persistence service (spec §1.4, §1.5) ----
+    /// `TypeError`: `session metadata must be losslessly JSON-serializable`.
+    MetadataNotLossless,
+    /// `TypeError`: `session metadata createdAt must be a non-negative safe integer`.
+    MetadataCreatedAt,
+    /// Metadata given as JSON that is not a session header: the header validator's message.
+    InvalidMetadata(String),
+    /// `session "<id>" already exists in this backend`.
+    AlreadyTracked {
+        /// The session id.
+        id: String,
+    },
+    /// `session "<id>" already has a persisted log on disk; load/resume it instead of
+    /// creating`.
+    AlreadyPersisted {
+        /// The session id.
+        id: String,
+    },
+    /// `TypeError`: `session event batch is not losslessly JSON-serializable because it contains
+    /// non-JSON-serializable data`.
+    BatchNotLossless,
+    /// `append seq mismatch for "<id>": expected <e> at index <i>, got <g>`.
+    AppendSeqMismatch {
+        /// The session id.
+        id: String,
+        /// The seq the stored log expects at this index.
+        expected: u64,
+        /// Index in the batch.
+        index: usize,
+        /// The seq the event carries.
+        got: u64,
+    },
+    /// `cannot append session "<id>" while its persisted preparation is reserved`.
+    PreparationReserved {
+        /// The session id.
+        id: String,
+    },
+    /// `session "<id>" not found`.
+    NotFound {
+        /// The session id.
+        id: String,
+    },
+    /// `cannot prepare session "<id>" while it is live`.
+    PrepareWhileLive {
+        /// The session id.
+        id: String,
+    },
+    /// `session "<id>" already has a live persistence owner`.
+    LiveOwner {
+        /// The session id.
+        id: String,
+    },
+    /// `cannot load session "<id>" while its live turn is open; use the live Session or wait
+    /// for the turn to close`.
+    LiveTurnOpen {
+        /// The session id.
+        id: String,
+    },
+    /// `TypeError`: `readFrom fromSeq must be a non-negative safe integer, got <n>`.
+    InvalidFromSeq {
+        /// `String(fromSeq)`.
+        got: String,
+    },
+    /// `stored session identity mismatch: requested "<id>", header contains "<hid>"`.
+    StoredIdentityMismatch {
+        /// The id that was asked for.
+        requested: String,
+        /// The id in the stored header.
+        header_id: String,
+    },
+    /// `session "<id>" is already persisted at a different cwd (persisted: <p>, live: <l>) (id
+    /// collision)`; an absent cwd prints as `undefined`.
+    CwdCollision {
+        /// The session id.
+        id: String,
+        /// The persisted cwd.
+        persisted: Option<String>,
+        /// The live session's cwd.
+        live: Option<String>,
+    },
+    /// `session "<id>" is already persisted with <n> event(s) that do not match this live
+    /// session (id collision)`.
+    SeedCollision {
+        /// The session id.
+        id: String,
+        /// How many events are persisted.
+        count: u64,
+    },
+    /// `session "<id>" is already bound to a different live session in this backend (id
+    /// collision)`.
+    OwnerCollision {
+        /// The session id.
+        id: String,
+    },
+    /// `session "<id>" already has a persisted log on disk that does not match this live
+    /// session (id collision)`.
+    PrefixCollision {
+        /// The session id.
+        id: String,
+    },
+    /// `session "<id>" preparation no longer matches its persistence state`.
+    PreparationMismatch {
+        /// The session id.
+        id: String,
+    },
+    /// `cannot publish session "<id>": persisted state already owns this identity`.
+    CannotPublish {
+        /// The session id.
+        id: String,
+    },
+    /// `session "<id>" preparation is no longer reserved`.
+    NotReserved {
+        /// The session id.
+        id: String,
+    },
+    /// `session "<id>" contains unsupported legacy <what> at seq <s>`.
+    LegacyEvent {
+        /// The session id.
+        id: String,
+        /// Which retired shape.
+        kind: LegacyKind,
+        /// The event's seq.
+        seq: u64,
+    },
+    /// `session "<id>" contains malformed pre-react-loop <type> at seq <s>`.
+    MalformedLegacy {
+        /// The session id.
+        id: String,
+        /// The stored event type (`turn/start`, `turn/end` or `steering/message`).
+        event_type: &'static str,
+        /// The event's seq.
+        seq: u64,
+    },
+    /// `seed event at index <i> has an invalid event envelope`: a stored record whose envelope
+    /// is not a session event.
+    InvalidStoredEnvelope {
+        /// Index of the record in the stored log.
+        index: usize,
+    },
+    /// `TypeError`: `preparedSessionCacheSize must be a positive safe integer`.
+    InvalidCacheSize,
+    /// `TypeError`: `writeBatchMaxDelayMs must be an integer between 1 and 2147483647`.
+    InvalidBatchDelay,
+    /// `SessionPersistenceCorruptionError`: `stored session "<id>" failed validation:
+    /// <String(cause)>`.
+    Corruption {
+        /// The session id.
+        id: String,
+        /// The validation failure.
+        cause: Box<Error>,
+    },
+    /// `session "<id>" lost persistence state during load`.
+    LostState {
+        /// The session id.
+        id: String,
+    },
+    /// The operation was cancelled; displays the cancellation reason.
+    Aborted(crate::cancel::AbortReason),
+    /// Building or validating a session failed; the session layer's message.
+    Session(session_surface::Error),
+    /// The session store refused an operation; the store's message.
+    Store(session_store::Error),
+    /// `AggregateError`: `<backend> dispose failed`, with every drain failure.
+    DisposeFailed {
+        /// The backend's name.
+        backend: String,
+        /// The failures, in the order the sessions were drained.
+        errors: Vec<Error>,
+    },
+    /// `cannot prepare a session: SessionStore is not configured`.
+    StoreNotConfigured,
+    /// The write task of a live session ended without reporting a result (its events stay
+    /// buffered): `background write for session "<id>" was interrupted`.
+    WriteInterrupted {
+        /// The session id.
+        id: String,
+    },
+    /// A failure reported by a backend as plain text (the memory backend, test doubles).
+    Backend(String),
+    /// One failure observed by several waiters (a shared flush or load); displays the
+    /// original.
+    Shared(std::sync::Arc<Error>),
+}
+
+/// A retired event shape the coordinator refuses on read and on append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LegacyKind {
+    /// Any `request/header-delta` event.
+    HeaderDelta,
+    /// Any `mode/set` event.
+    ModeSet,
+    /// A `request/header` whose `data.reason` is `"fallback"`.
+    FallbackReason,
+}
+
+impl LegacyKind {
+    fn text(self) -> &'static str {
+        match self {
+            LegacyKind::HeaderDelta => "request/header-delta event",
+            LegacyKind::ModeSet => "mode/set event",
+            LegacyKind::FallbackReason => "request/header reason \"fallback\"",
+        }
+    }
+}
+
+/// Structural problems the Zstandard frame scanner reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ZstdStructureError {
+    /// `invalid frame magic`.
+    InvalidMagic,
+    /// `reserved frame-header bit`.
+    ReservedBit,
+    /// `reserved block type`.
+    ReservedBlockType,
+}
+
+impl ZstdStructureError {
+    fn text(self) -> &'static str {
+        match self {
+            ZstdStructureError::InvalidMagic => "invalid frame magic",
+            ZstdStructureError::ReservedBit => "reserved frame-header bit",
+            ZstdStructureError::ReservedBlockType => "reserved block type",
+        }
+    }
+}
+
+/// Why a log's format is refused (`SessionFormatUnsupportedError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FormatRefusal {
+    /// The header names a log format version other than 0.
+    Version {
+        /// `String(id)` of the header id.
+        id: String,
+        /// The version, in JavaScript number formatting.
+        version: String,
+        /// Whether the version is newer than 0.
+        newer: bool,
+    },
+    /// A stored event type is unknown and not marked ignorable.
+    UnknownType {
+        /// The session id.
+        id: String,
+        /// The unknown type.
+        event_type: String,
+        /// The event's seq.
+        seq: u64,
+    },
+}
+
+impl fmt::Display for FormatRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FormatRefusal::Version {
+                id,
+                version,
+                newer: true,
+            } => write!(
+                f,
+                "session \"{id}\" uses log format v{version}, but this harness reads only v0: \
+                 the log was written by a newer harness \u{2014} upgrade the harness to open it"
+            ),
+            FormatRefusal::Version {
+                id,
+                version,
+                newer: false,
+            } => write!(
+                f,
+                "session \"{id}\" uses log format v{version}, older than the supported v0, and \
+                 this build ships no upgrade path for it"
+            ),
+            FormatRefusal::UnknownType {
+                id,
+                event_type,
+                seq,
+            } => write!(
+                f,
+                "session \"{id}\" contains event type \"{event_type}\" (seq {seq}) unknown to \
+                 this harness and not marked ignorable; refusing to interpret the log \u{2014} it \
+                 was likely written by a newer harness"
+            ),
+        }
+    }
+}
+
+/// `JSON.stringify` of a path (used by the layout and encoding messages).
+fn json_path(path: &Path) -> String {
+    let mut out = String::new();
+    json::write_str(&path.to_string_lossy(), &mut out);
+    out
+}
+
+/// The Node error code for an I/O error, when one is known.
+pub(crate) fn io_code(e: &io::Error) -> Option<&'static str> {
+    // Codes whose numbers agree on Linux and macOS.
+    if let Some(raw) = e.raw_os_error() {
+        let code = match raw {
+            1 => Some("EPERM"),
+            2 => Some("ENOENT"),
+            5 => Some("EIO"),
+            9 => Some("EBADF"),
+            13 => Some("EACCES"),
+            16 => Some("EBUSY"),
+            17 => Some("EEXIST"),
+            18 => Some("EXDEV"),
+            20 => Some("ENOTDIR"),
+            21 => Some("EISDIR"),
+            22 => Some("EINVAL"),
+            24 => Some("EMFILE"),
+            27 => Some("EFBIG"),
+            28 => Some("ENOSPC"),
+            30 => Some("EROFS"),
+            31 => Some("EMLINK"),
+            _ => None,
+        };
+        if code.is_some() {
+            return code;
+        }
+    }
+    match e.kind() {
+        io::ErrorKind::NotFound => Some("ENOENT"),
+        io::ErrorKind::PermissionDenied => Some("EACCES"),
+        io::ErrorKind::AlreadyExists => Some("EEXIST"),
+        io::ErrorKind::WouldBlock => Some("EAGAIN"),
+        io::ErrorKind::InvalidInput => Some("EINVAL"),
+        io::ErrorKind::NotADirectory => Some("ENOTDIR"),
+        io::ErrorKind::IsADirectory => Some("EISDIR"),
+        io::ErrorKind::DirectoryNotEmpty => Some("ENOTEMPTY"),
+        io::ErrorKind::ReadOnlyFilesystem => Some("EROFS"),
+        io::ErrorKind::StorageFull => Some("ENOSPC"),
+        io::ErrorKind::ResourceBusy => Some("EBUSY"),
+        io::ErrorKind::CrossesDevices => Some("EXDEV"),
+        io::ErrorKind::FileTooLarge => Some("EFBIG"),
+        io::ErrorKind::InvalidFilename => Some("ENAMETOOLONG"),
+        io::ErrorKind::TooManyLinks => Some("EMLINK"),
+        _ => None,
+    }
+}
+
+impl Error {
+    /// An [`Error::Io`] for `op` on `path`.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// The reference's error class name: `SessionFormatUnsupportedError` for format refusals,
+    /// `AggregateError` for a failed rollback, `Error` otherwise.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Error::FormatUnsupported { .. } => "SessionFormatUnsupportedError",
+            Error::RollbackFailed { .. } | Error::DisposeFailed { .. } => "AggregateError",
+            Error::Corruption { .. } => "SessionPersistenceCorruptionError",
+            Error::MetadataNotLossless
+            | Error::MetadataCreatedAt
+            | Error::BatchNotLossless
+            | Error::InvalidFromSeq { .. }
+            | Error::InvalidCacheSize
+            | Error::InvalidBatchDelay => "TypeError",
+            Error::Shared(inner) => inner.name(),
+            _ => "Error",
+        }
+    }
+
+    /// The Node-style error code of an I/O failure (`ENOENT`, `ENOSPC`, …).
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Error::Io { source, .. } => io_code(source),
+            Error::Shared(inner) => inner.code(),
+            _ => None,
+        }
+    }
+
+    /// The artifact location of a format refusal, when known.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            Error::FormatUnsupported { location, .. } => location.as_ref(),
+            Error::Shared(inner) => inner.location(),
+            _ => None,
+        }
+    }
+
+    /// Attaches an artifact location to a format refusal (other errors are returned as is).
+    #[must_use]
+    pub fn with_location(self, at: Location) -> Error {
+        match self {
+            Error::FormatUnsupported { refusal, .. } => Error::FormatUnsupported {
+                refusal,
+                location: Some(at),
+            },
+            other => other,
+        }
+    }
+
+    /// Whether this is an I/O error of the given kind.
+    pub fn is_io_kind(&self, kind: io::ErrorKind) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == kind)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const ZSTD: &str = "corrupt Zstandard session log";
+        match self {
+            Error::Io { op, path, source } => {
+                if let Some(code) = io_code(source) {
+                    write!(f, "{code}: ")?;
+                }
+                write!(f, "{source}, {op} '{}'", path.display())
+            }
+            Error::EmptyLog { zstd: false } => f.write_str("empty or header-less session log"),
+            Error::EmptyLog { zstd: true } => {
+                f.write_str("empty or header-less Zstandard session log")
+            }
+            Error::HeaderNotJson => {
+                f.write_str("corrupt session log: header line is not valid JSON")
+            }
+            Error::NotSessionHeader => {
+                f.write_str("corrupt session log: first line is not a session header")
+            }
+            Error::RetiredHeaderFields => {
+                f.write_str("session header uses retired policy baseline fields")
+            }
+            Error::LoneSurrogate { line, offset } => {
+                f.write_str("session log ")?;
+                match line {
+                    None => f.write_str("header line")?,
+                    Some(n) => write!(f, "line {n}")?,
+                }
+                write!(
+                    f,
+                    " holds a lone UTF-16 surrogate escape at byte {offset}, which this build \
+                     cannot represent; refusing to read it"
+                )
+            }
+            Error::UnparsableCommitted { line } => {
+                write!(
+                    f,
+                    "corrupt session log: unparsable committed event at line {line}"
+                )
+            }
+            Error::SeqGap {
+                line,
+                expected,
+                got,
+            } => write!(
+                f,
+                "corrupt session log: seq gap in committed region at line {line} (expected \
+                 {expected}, got {got})"
+            ),
+            Error::ZstdStructure { kind, offset } => {
+                write!(f, "{ZSTD}: {} at byte {offset}", kind.text())
+            }
+            Error::ZstdFrame { offset, .. } => {
+                write!(f, "{ZSTD}: frame at byte {offset} failed validation")
+            }
+            Error::ZstdTornRecord => {
+                write!(f, "{ZSTD}: complete frame contains a torn JSONL record")
+            }
+            Error::ZstdHeaderFrameLines => {
+                write!(f, "{ZSTD}: first frame is not exactly one header line")
+            }
+            Error::ZstdHeaderFrame { .. } => write!(f, "{ZSTD}: header frame failed validation"),
+            Error::FormatUnsupported { refusal, location } => {
+                write!(f, "{refusal}")?;
+                if let Some(at) = location {
+                    write!(f, " (raw log: {})", at.path.display())?;
+                }
+                Ok(())
+            }
+            Error::IdentityMismatch {
+                path,
+                requested,
+                header_id,
+            } => write!(
+                f,
+                "corrupt session log \"{}\": requested id \"{requested}\" does not match header \
+                 id \"{header_id}\"",
+                path.display()
+            ),
+            Error::UnnameableHeader { path } => write!(
+                f,
+                "corrupt session log \"{}\": header id cannot name a storage path",
+                path.display()
+            ),
+            Error::IdentityPath {
+                path,
+                header_id,
+                expected,
+            } => write!(
+                f,
+                "corrupt session log \"{}\": header id \"{header_id}\" and cwd identify \"{}\"",
+                path.display(),
+                expected.display()
+            ),
+            Error::InvalidRawHeader { path } => write!(
+                f,
+                "corrupt session log: invalid header line in \"{}\"",
+                path.display()
+            ),
+            Error::FlatLayout { path } => write!(
+                f,
+                "session artifact {} uses the unsupported flat-file layout; use a separate root \
+                 or move it into a project/session directory before loading",
+                json_path(path)
+            ),
+            Error::EncodingMismatch {
+                path,
+                configured_zstd,
+            } => {
+                let (suffix, mode) = if *configured_zstd {
+                    (".jsonl", "\"zstd\"")
+                } else {
+                    (".jsonl.zstd", "\"none\"")
+                };
+                write!(
+                    f,
+                    "session artifact {} uses {suffix}, but this backend is configured for \
+                     compression {mode}; use a separate root or select the matching compression \
+                     mode",
+                    json_path(path)
+                )
+            }
+            Error::DuplicateId { id } => write!(
+                f,
+                "duplicate JSONL session id \"{id}\" appears in multiple project directories"
+            ),
+            Error::EmptySegment => f.write_str("cannot encode an empty path segment"),
+            Error::EmptyProjectPath => f.write_str("cannot encode an empty project path"),
+            Error::AlreadyMaterialized { id } => write!(
+                f,
+                "refusing to materialize \"{id}\": a log already exists on disk (load/resume it \
+                 instead)"
+            ),
+            Error::RollbackFailed { path, .. } => {
+                write!(f, "failed to roll back append to \"{}\"", path.display())
+            }
+            Error::Locked { id, .. } => write!(f, "session \"{id}\" is locked by another writer"),
+            Error::Vanished { id, path } => write!(
+                f,
+                "session \"{id}\" log \"{}\" disappeared under its writer; refusing to re-create \
+                 it",
+                path.display()
+            ),
+            Error::Replaced { id, path } => write!(
+                f,
+                "session \"{id}\" log \"{}\" was replaced or changed outside its writer; refusing \
+                 to append",
+                path.display()
+            ),
+            Error::StaleRepair {
+                path,
+                truncate_to,
+                len,
+            } => write!(
+                f,
+                "refusing to repair \"{}\": the torn marker truncates to byte {truncate_to} but \
+                 the log holds {len} bytes",
+                path.display()
+            ),
+            Error::ForeignMarker { backend } => write!(
+                f,
+                "{backend} cannot apply a torn marker produced by another backend"
+            ),
+            Error::Unsupported { backend, operation } => {
+                write!(f, "{backend} does not support {operation}")
+            }
+            Error::NoRawArtifacts => {
+                f.write_str("this session persistence backend does not expose raw artifacts")
+            }
+            Error::Closed { backend } => write!(f, "{backend} is closed"),
+            Error::Encode { source } => write!(f, "Zstandard compression failed: {source}"),
+            Error::Task { message } => write!(f, "background persistence task failed: {message}"),
+            // ---- Coordinator errors ----
+            Error::MetadataNotLossless => {
+                f.write_str("session metadata must be losslessly JSON-serializable")
+            }
+            Error::MetadataCreatedAt => {
+                f.write_str("session metadata createdAt must be a non-negative safe integer")
+            }
+            Error::InvalidMetadata(message) | Error::Backend(message) => f.write_str(message),
+            Error::AlreadyTracked { id } => {
+                write!(f, "session \"{id}\" already exists in this backend")
+            }
+            Error::AlreadyPersisted { id } => write!(
+                f,
+                "session \"{id}\" already has a persisted log on disk; load/resume it instead \
+                 of creating"
+            ),
+            Error::BatchNotLossless => f.write_str(
+                "session event batch is not losslessly JSON-serializable because it contains \
+                 non-JSON-serializable data",
+            ),
+            Error::AppendSeqMismatch {
+                id,
+                expected,
+                index,
+                got,
+            } => write!(
+                f,
+                "append seq mismatch for \"{id}\": expected {expected} at index {index}, got {got}"
+            ),
+            Error::PreparationReserved { id } => write!(
+                f,
+                "cannot append session \"{id}\" while its persisted preparation is reserved"
+            ),
+            Error::NotFound { id } => write!(f, "session \"{id}\" not found"),
+            Error::PrepareWhileLive { id } => {
+                write!(f, "cannot prepare session \"{id}\" while it is live")
+            }
+            Error::LiveOwner { id } => {
+                write!(f, "session \"{id}\" already has a live persistence owner")
+            }
+            Error::LiveTurnOpen { id } => write!(
+                f,
+                "cannot load session \"{id}\" while its live turn is open; use the live Session \
+                 or wait for the turn to close"
+            ),
+            Error::InvalidFromSeq { got } => {
+                write!(
+                    f,
+                    "readFrom fromSeq must be a non-negative safe integer, got {got}"
+                )
+            }
+            Error::StoredIdentityMismatch {
+                requested,
+                header_id,
+            } => write!(
+                f,
+                "stored session identity mismatch: requested \"{requested}\", header contains \
+                 \"{header_id}\""
+            ),
+            Error::CwdCollision {
+                id,
+                persisted,
+                live,
+            } => write!(
+                f,
+                "session \"{id}\" is already persisted at a different cwd (persisted: {}, live: \
+                 {}) (id collision)",
+                persisted.as_deref().unwrap_or("undefined"),
+                live.as_deref().unwrap_or("undefined")
+            ),
+            Error::SeedCollision { id, count } => write!(
+                f,
+                "session \"{id}\" is already persisted with {count} event(s) that do not match \
+                 this live session (id collision)"
+            ),
+            Error::OwnerCollision { id } => write!(
+                f,
+                "session \"{id}\" is already bound to a different live session in this backend \
+                 (id collision)"
+            ),
+            Error::PrefixCollision { id } => write!(
+                f,
+                "session \"{id}\" already has a persisted log on disk that does not match this \
+                 live session (id collision)"
+            ),
+            Error::PreparationMismatch { id } => write!(
+                f,
+                "session \"{id}\" preparation no longer matches its persistence state"
+            ),
+            Error::CannotPublish { id } => write!(
+                f,
+                "cannot publish session \"{id}\": persisted state already owns this identity"
+            ),
+            Error::NotReserved { id } => {
+                write!(f, "session \"{id}\" preparation is no longer reserved")
+            }
+            Error::LegacyEvent { id, kind, seq } => write!(
+                f,
+                "session \"{id}\" contains unsupported legacy {} at seq {seq}",
+                kind.text()
+            ),
+            Error::MalformedLegacy {
+                id,
+                event_type,
+                seq,
+            } => write!(
+                f,
+                "session \"{id}\" contains malformed pre-react-loop {event_type} at seq {seq}"
+            ),
+            Error::InvalidStoredEnvelope { index } => {
+                write!(
+                    f,
+                    "seed event at index {index} has an invalid event envelope"
+                )
+            }
+            Error::InvalidCacheSize => {
+                f.write_str("preparedSessionCacheSize must be a positive safe integer")
+            }
+            Error::InvalidBatchDelay => {
+                f.write_str("writeBatchMaxDelayMs must be an integer between 1 and 2147483647")
+            }
+            Error::Corruption { id, cause } => write!(
+                f,
+                "stored session \"{id}\" failed validation: {}: {cause}",
+                cause.name()
+            ),
+            Error::LostState { id } => {
+                write!(f, "session \"{id}\" lost persistence state during load")
+            }
+            Error::Aborted(reason) => write!(f, "{reason}"),
+            Error::Session(e) => write!(f, "{e}"),
+            Error::Store(e) => write!(f, "{e}"),
+            Error::DisposeFailed { backend, .. } => write!(f, "{backend} dispose failed"),
+            Error::StoreNotConfigured => {
+                f.write_str("cannot prepare a session: SessionStore is not configured")
+            }
+            Error::WriteInterrupted { id } => {
+                write!(f, "background write for session \"{id}\" was interrupted")
+            }
+            Error::Shared(inner) => write!(f, "{inner}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. }
+            | Error::ZstdFrame { source, .. }
+            | Error::ZstdHeaderFrame { source }
+            | Error::Encode { source } => Some(source),
+            Error::RollbackFailed { error, .. } => Some(error.as_ref()),
+            Error::Corruption { cause, .. } => Some(cause.as_ref()),
+            Error::Session(e) => Some(e),
+            Error::Store(e) => Some(e),
+            Error::DisposeFailed { errors, .. } => errors.first().map(|e| e as _),
+            Error::Shared(inner) => inner.source(),
+            _ => None,
+        }
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_display_has_node_code_and_call() {
+        let e = Error::io(
+            "scandir",
+            "/r",
+            io::Error::from_raw_os_error(20), // ENOTDIR
+        );
+        let text = e.to_string();
+        assert!(text.starts_with("ENOTDIR: "), "{text}");
+        assert!(text.ends_with(", scandir '/r'"), "{text}");
+        assert_eq!(e.code(), Some("ENOTDIR"));
+        assert_eq!(e.name(), "Error");
+    }
+
+    #[test]
+    fn refusal_texts() {
+        let newer = Error::FormatUnsupported {
+            refusal: FormatRefusal::Version {
+                id: "s".into(),
+                version: "42".into(),
+                newer: true,
+            },
+            location: Some(Location::jsonl("/r/p/s/session.jsonl")),
+        };
+        assert_eq!(newer.name(), "SessionFormatUnsupportedError");
+        assert_eq!(
+            newer.to_string(),
+            "session \"s\" uses log format v42, but this harness reads only v0: the log was \
+             written by a newer harness \u{2014} upgrade the harness to open it (raw log: \
+             /r/p/s/session.jsonl)"
+        );
+        let older = Error::FormatUnsupported {
+            refusal: FormatRefusal::Version {
+                id: "s".into(),
+                version: "-1".into(),
+                newer: false,
+            },
+            location: None,
+        };
+        assert_eq!(
+            older.to_string(),
+            "session \"s\" uses log format v-1, older than the supported v0, and this build ships \
+             no upgrade path for it"
+        );
+    }
+
+    #[test]
+    fn layout_messages_quote_paths_as_json() {
+        let e = Error::FlatLayout {
+            path: PathBuf::from("/r/p/a\"b.jsonl"),
+        };
+        assert_eq!(
+            e.to_string(),
+            "session artifact \"/r/p/a\\\"b.jsonl\" uses the unsupported flat-file layout; use a \
+             separate root or move it into a project/session directory before loading"
+        );
+        let m = Error::EncodingMismatch {
+            path: PathBuf::from("/r/p/s/session.jsonl"),
+            configured_zstd: true,
+        };
+        assert_eq!(
+            m.to_string(),
+            "session artifact \"/r/p/s/session.jsonl\" uses .jsonl, but this backend is \
+             configured for compression \"zstd\"; use a separate root or select the matching \
+             compression mode"
+        );
+    }
+}

@@ -1,0 +1,479 @@
+//! Zstandard frames: the structural scanner, the frame decoder (with torn-frame prefix
+//! decoding) and the frame encoder.
+//!
+//! A zstd-JSONL file is a concatenation of standard, checksummed Zstandard frames (RFC 8878):
+//! frame 1 holds the header line, every later frame one append batch.
+
+use std::io;
+
+use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, InBuffer, OutBuffer, ResetDirective};
+
+use crate::error::{Error, Result, ZstdStructureError};
+
+/// The Zstandard frame magic, `28 B5 2F FD` on disk.
+pub const ZSTD_MAGIC: u32 = 0xFD2F_B528;
+
+/// The compression level of written frames (libzstd's default, which the reference uses).
+pub const ZSTD_LEVEL: i32 = 3;
+
+/// Size of the reused decoder output buffer.
+const DECODE_CHUNK: usize = 1 << 20;
+
+/// The byte range `[start, end)` of one complete frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameRange {
+    /// First byte of the frame.
+    pub start: usize,
+    /// One past its last byte.
+    pub end: usize,
+}
+
+/// The result of [`scan_zstd_frames`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameScan {
+    /// The complete frames, in order.
+    pub frames: Vec<FrameRange>,
+    /// Where an incomplete final frame starts, when the input ends inside one.
+    pub torn_start: Option<usize>,
+}
+
+fn structure(kind: ZstdStructureError, offset: usize) -> Error {
+    Error::ZstdStructure {
+        kind,
+        offset: offset as u64,
+    }
+}
+
+/// `scanZstdFrames`: splits `buf` into frames from their headers and block headers alone (no
+/// block is decoded). Invalid structure inside the input is an error; input that ends inside a
+/// frame yields `torn_start`. Stops after `max_frames` complete frames when given.
+pub fn scan_zstd_frames(buf: &[u8], max_frames: Option<usize>) -> Result<FrameScan> {
+    let mut frames = Vec::new();
+    let mut off = 0usize;
+    let torn = |frames: Vec<FrameRange>, at: usize| {
+        Ok(FrameScan {
+            frames,
+            torn_start: Some(at),
+        })
+    };
+    while off < buf.len() {
+        if max_frames.is_some_and(|m| frames.len() >= m) {
+            break;
+        }
+        let rest = &buf[off..];
+        if rest.len() < 4 {
+            return torn(frames, off);
+        }
+        let magic = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+        if magic != ZSTD_MAGIC {
+            return Err(structure(ZstdStructureError::InvalidMagic, off));
+        }
+        let Some(&descriptor) = rest.get(4) else {
+            return torn(frames, off);
+        };
+        if descriptor & 0x18 != 0 {
+            return Err(structure(ZstdStructureError::ReservedBit, off));
+        }
+        let fcs_flag = descriptor >> 6;
+        let single_segment = descriptor & 0x20 != 0;
+        let has_checksum = descriptor & 0x04 != 0;
+        let dict_bytes = [0usize, 1, 2, 4][usize::from(descriptor & 0x03)];
+        let fcs_bytes = if fcs_flag == 0 {
+            usize::from(single_segment)
+        } else {
+            1usize << fcs_flag
+        };
+        let header_rest = usize::from(!single_segment) + dict_bytes + fcs_bytes;
+        let mut pos = 5 + header_rest;
+        if pos > rest.len() {
+            return torn(frames, off);
+        }
+        loop {
+            if pos + 3 > rest.len() {
+                return torn(frames, off);
+            }
+            let header = u32::from(rest[pos])
+                | u32::from(rest[pos + 1]) << 8
+                | u32::from(rest[pos + 2]) << 16;
+            let last = header & 1 != 0;
+            let block_type = (header >> 1) & 3;
+            let size = (header >> 3) as usize;
+            if block_type == 3 {
+                return Err(structure(ZstdStructureError::ReservedBlockType, off));
+            }
+            let payload = if block_type == 1 { 1 } else { size };
+            pos += 3;
+            if payload > rest.len() - pos {
+                return torn(frames, off);
+            }
+            pos += payload;
+            if last {
+                break;
+            }
+        }
+        if has_checksum {
+            if rest.len() - pos < 4 {
+                return torn(frames, off);
+            }
+            pos += 4;
+        }
+        frames.push(FrameRange {
+            start: off,
+            end: off + pos,
+        });
+        off += pos;
+    }
+    Ok(FrameScan {
+        frames,
+        torn_start: None,
+    })
+}
+
+fn zstd_error(code: usize) -> io::Error {
+    io::Error::other(zstd_safe::get_error_name(code))
+}
+
+/// A reusable Zstandard frame decoder: one decompression context and one output buffer for a
+/// whole log, so decoding allocates nothing per frame.
+pub(crate) struct FrameDecoder {
+    ctx: DCtx<'static>,
+    out: Vec<u8>,
+}
+
+impl FrameDecoder {
+    pub(crate) fn new() -> FrameDecoder {
+        FrameDecoder {
+            ctx: DCtx::create(),
+            out: vec![0u8; DECODE_CHUNK],
+        }
+    }
+
+    /// Decodes one complete frame, validating its checksum, and hands the plaintext to `sink`
+    /// in pieces. Decoder failures become `frame at byte <offset> failed validation`; errors of
+    /// `sink` pass through.
+    pub(crate) fn decode_frame(
+        &mut self,
+        frame: &[u8],
+        offset: usize,
+        mut sink: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let fail = |source: io::Error| Error::ZstdFrame {
+            offset: offset as u64,
+            source,
+        };
+        self.ctx
+            .reset(ResetDirective::SessionOnly)
+            .map_err(|c| fail(zstd_error(c)))?;
+        let mut input = InBuffer::around(frame);
+        loop {
+            let mut output = OutBuffer::around(&mut self.out[..]);
+            let hint = self
+                .ctx
+                .decompress_stream(&mut output, &mut input)
+                .map_err(|c| fail(zstd_error(c)))?;
+            let produced = output.pos();
+            if produced > 0 {
+                sink(&self.out[..produced])?;
+            }
+            if hint == 0 {
+                if input.pos() != frame.len() {
+                    return Err(fail(io::Error::other("trailing data after the frame")));
+                }
+                return Ok(());
+            }
+            if input.pos() == frame.len() && produced < self.out.len() {
+                return Err(fail(io::Error::other("frame is incomplete")));
+            }
+        }
+    }
+
+    /// Decodes one complete frame into a buffer.
+    pub(crate) fn decode_frame_to_vec(&mut self, frame: &[u8], offset: usize) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.decode_frame(frame, offset, |chunk| {
+            out.extend_from_slice(chunk);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Prefix-decodes a torn final frame: the plaintext its complete blocks produce, without the
+    /// end-of-frame and checksum checks. A decoder error yields empty plaintext, as in the
+    /// reference.
+    pub(crate) fn decode_torn(&mut self, torn: &[u8]) -> Vec<u8> {
+        if self.ctx.reset(ResetDirective::SessionOnly).is_err() {
+            return Vec::new();
+        }
+        let mut plain = Vec::new();
+        let mut input = InBuffer::around(torn);
+        loop {
+            let mut output = OutBuffer::around(&mut self.out[..]);
+            let Ok(hint) = self.ctx.decompress_stream(&mut output, &mut input) else {
+                return Vec::new();
+            };
+            let produced = output.pos();
+            plain.extend_from_slice(&self.out[..produced]);
+            if hint == 0 || (input.pos() == torn.len() && produced < self.out.len()) {
+                return plain;
+            }
+        }
+    }
+}
+
+/// Compresses `plain` as one checksummed frame at level 3, exactly as the reference's streaming
+/// compressor does (content size not recorded).
+pub(crate) fn encode_frame(plain: &[u8]) -> Result<Vec<u8>> {
+    let fail = |code: usize| Error::Encode {
+        source: zstd_error(code),
+    };
+    let mut ctx = CCtx::create();
+    ctx.set_parameter(CParameter::CompressionLevel(ZSTD_LEVEL))
+        .map_err(fail)?;
+    ctx.set_parameter(CParameter::ChecksumFlag(true))
+        .map_err(fail)?;
+    let mut out: Vec<u8> = Vec::with_capacity(zstd_safe::compress_bound(plain.len()) + 64);
+    let mut scratch = vec![0u8; zstd_safe::CCtx::out_size().max(1 << 14)];
+    let mut input = InBuffer::around(plain);
+    // Feed everything without ending the frame (the size stays unknown to the compressor) ...
+    while input.pos() < plain.len() {
+        let mut output = OutBuffer::around(&mut scratch[..]);
+        ctx.compress_stream2(
+            &mut output,
+            &mut input,
+            zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_continue,
+        )
+        .map_err(fail)?;
+        let n = output.pos();
+        out.extend_from_slice(&scratch[..n]);
+    }
+    // ... then end it.
+    loop {
+        let mut output = OutBuffer::around(&mut scratch[..]);
+        let mut empty = InBuffer::around(&[]);
+        let remaining = ctx
+            .compress_stream2(
+                &mut output,
+                &mut empty,
+                zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_end,
+            )
+            .map_err(fail)?;
+        let n = output.pos();
+        out.extend_from_slice(&scratch[..n]);
+        if remaining == 0 {
+            return Ok(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(text: &str) -> Vec<u8> {
+        encode_frame(text.as_bytes()).unwrap()
+    }
+
+    // persistence §7.7 #1
+    #[test]
+    fn scans_concatenated_checksummed_frames() {
+        let a = frame("{\"type\":\"session\"}\n");
+        let b = frame("{\"type\":\"turn/start\",\"seq\":0}\n");
+        let mut buf = a.clone();
+        buf.extend_from_slice(&b);
+        assert_eq!(&buf[..4], &[0x28, 0xB5, 0x2F, 0xFD]);
+        let scan = scan_zstd_frames(&buf, None).unwrap();
+        assert_eq!(
+            scan.frames,
+            vec![
+                FrameRange {
+                    start: 0,
+                    end: a.len()
+                },
+                FrameRange {
+                    start: a.len(),
+                    end: buf.len()
+                }
+            ]
+        );
+        assert_eq!(scan.torn_start, None);
+        for f in &scan.frames {
+            assert_ne!(buf[f.start + 4] & 0x04, 0, "checksum bit set");
+        }
+        let first = scan_zstd_frames(&buf, Some(1)).unwrap();
+        assert_eq!(first.frames.len(), 1);
+        assert_eq!(first.torn_start, None);
+        let mut dec = FrameDecoder::new();
+        let mut plain = Vec::new();
+        for f in &scan.frames {
+            plain.extend(
+                dec.decode_frame_to_vec(&buf[f.start..f.end], f.start)
+                    .unwrap(),
+            );
+        }
+        assert_eq!(
+            String::from_utf8(plain).unwrap(),
+            "{\"type\":\"session\"}\n{\"type\":\"turn/start\",\"seq\":0}\n"
+        );
+    }
+
+    // persistence §7.7 #4 (checksum failure), §7.7 #2 (one decoder for every frame)
+    #[test]
+    fn checksum_failures_name_the_frame() {
+        let mut a = frame("hello\n");
+        let last = a.len() - 1;
+        a[last] ^= 0xFF;
+        let mut dec = FrameDecoder::new();
+        let e = dec.decode_frame_to_vec(&a, 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "corrupt Zstandard session log: frame at byte 0 failed validation"
+        );
+        assert!(
+            std::error::Error::source(&e)
+                .unwrap()
+                .to_string()
+                .contains("checksum")
+        );
+        // The context stays usable after a failure.
+        let b = frame("world\n");
+        assert_eq!(dec.decode_frame_to_vec(&b, 9).unwrap(), b"world\n");
+    }
+
+    // persistence §7.7 #5: output at and beyond the reused chunk boundary
+    #[test]
+    fn decodes_across_the_output_chunk_boundary() {
+        for n in [
+            DECODE_CHUNK - 1,
+            DECODE_CHUNK,
+            DECODE_CHUNK + 1,
+            3 * DECODE_CHUNK + 7,
+        ] {
+            let plain: Vec<u8> = (0..n).map(|i| b'a' + (i % 23) as u8).collect();
+            let f = encode_frame(&plain).unwrap();
+            let mut dec = FrameDecoder::new();
+            let mut pieces = 0;
+            let mut out = Vec::new();
+            dec.decode_frame(&f, 0, |c| {
+                pieces += 1;
+                out.extend_from_slice(c);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(out, plain, "{n} bytes");
+            assert!(pieces >= n.div_ceil(DECODE_CHUNK));
+        }
+    }
+
+    // persistence §7.7 #7
+    #[test]
+    fn incomplete_versus_invalid_structure() {
+        let f = frame("abc\n");
+        for cut in [1, 3, 4, 5] {
+            let scan = scan_zstd_frames(&f[..cut], None).unwrap();
+            assert_eq!(scan.frames, vec![]);
+            assert_eq!(scan.torn_start, Some(0), "cut at {cut}");
+        }
+        let e = scan_zstd_frames(&[0, 0, 0, 0, 0], None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "corrupt Zstandard session log: invalid frame magic at byte 0"
+        );
+        let mut reserved = f.clone();
+        reserved[4] |= 0x08;
+        assert_eq!(
+            scan_zstd_frames(&reserved, None).unwrap_err().to_string(),
+            "corrupt Zstandard session log: reserved frame-header bit at byte 0"
+        );
+        // Magic, descriptor 0x00 (window byte), then a block header cut short.
+        let short_block = [0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x50, 0x01, 0x00];
+        assert_eq!(
+            scan_zstd_frames(&short_block, None).unwrap().torn_start,
+            Some(0)
+        );
+        // Block type 3 is reserved.
+        let mut bad_block = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x50];
+        bad_block.extend_from_slice(&[0x07, 0x00, 0x00]);
+        let mut buf = f.clone();
+        buf.extend_from_slice(&bad_block);
+        assert_eq!(
+            scan_zstd_frames(&buf, None).unwrap_err().to_string(),
+            format!(
+                "corrupt Zstandard session log: reserved block type at byte {}",
+                f.len()
+            )
+        );
+    }
+
+    /// A hand-built frame: magic, descriptor, header bytes, blocks, optional checksum.
+    fn manual(descriptor: u8, header: &[u8], blocks: &[(u32, &[u8])], checksum: bool) -> Vec<u8> {
+        let mut out = vec![0x28, 0xB5, 0x2F, 0xFD, descriptor];
+        out.extend_from_slice(header);
+        for (i, (ty, payload)) in blocks.iter().enumerate() {
+            let last = u32::from(i + 1 == blocks.len());
+            let size = if *ty == 1 { 4 } else { payload.len() as u32 };
+            let h = last | ty << 1 | size << 3;
+            out.extend_from_slice(&h.to_le_bytes()[..3]);
+            out.extend_from_slice(payload);
+        }
+        if checksum {
+            out.extend_from_slice(&[1, 2, 3, 4]);
+        }
+        out
+    }
+
+    // persistence §7.7 #8
+    #[test]
+    fn header_variants_rle_blocks_and_trailers() {
+        let raw: &[(u32, &[u8])] = &[(0, b"abcd")];
+        let cases = [
+            manual(0x00, &[0x50], raw, false),
+            manual(0x21, &[4, 0], raw, false),
+            manual(0x42, &[0x50, 0, 0, 0, 0], raw, false),
+            manual(0x83, &[0x50, 0, 0, 0, 0, 0, 0, 0, 0], raw, false),
+            manual(0xE3, &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], raw, false),
+            manual(0x00, &[0x50], &[(1, b"z")], false),
+            manual(0x00, &[0x50], &[(0, b"ab"), (1, b"c")], false),
+            manual(0x04, &[0x50], raw, true),
+        ];
+        for (i, c) in cases.iter().enumerate() {
+            let scan = scan_zstd_frames(c, None).unwrap();
+            assert_eq!(
+                scan.frames,
+                vec![FrameRange {
+                    start: 0,
+                    end: c.len()
+                }],
+                "case {i}"
+            );
+            assert_eq!(scan.torn_start, None);
+        }
+        let with_checksum = &cases[7];
+        let cut = &with_checksum[..with_checksum.len() - 1];
+        assert_eq!(scan_zstd_frames(cut, None).unwrap().torn_start, Some(0));
+        // Real RLE content round-trips through the decoder.
+        let rle = frame(&"x".repeat(100_000));
+        let mut dec = FrameDecoder::new();
+        assert_eq!(dec.decode_frame_to_vec(&rle, 0).unwrap().len(), 100_000);
+    }
+
+    // persistence §7.8 #1
+    #[test]
+    fn torn_frames_prefix_decode() {
+        let f = frame("{\"a\":1}\n{\"b\":2}\n");
+        let mut dec = FrameDecoder::new();
+        // Missing its last checksum byte: torn at 0, yet the whole content decodes.
+        let cut = &f[..f.len() - 1];
+        assert_eq!(scan_zstd_frames(cut, None).unwrap().torn_start, Some(0));
+        assert_eq!(dec.decode_torn(cut), b"{\"a\":1}\n{\"b\":2}\n");
+        // A stub of the magic decodes to nothing.
+        assert_eq!(dec.decode_torn(&f[..2]), b"");
+        // Garbage decodes to nothing instead of failing.
+        assert_eq!(dec.decode_torn(&[0x28, 0xB5, 0x2F, 0xFD, 0x18, 1, 2]), b"");
+    }
+
+    #[test]
+    fn frames_record_no_content_size() {
+        let f = frame("x\n");
+        assert_eq!(f[4], 0x04, "descriptor: checksum only, like the reference");
+    }
+}

@@ -1,0 +1,163 @@
+//! Single-writer ownership of session logs.
+//!
+//! A backend instance that writes to a session keeps that log open with an exclusive advisory
+//! lock (`flock`) on the log file itself until the session is released or the backend closes.
+//! Locks belong to open file descriptions, so a second backend instance, in this process or
+//! another, cannot take the lock and fails with `session "<id>" is locked by another writer`
+//! before writing a byte. A first publication locks its temporary file before linking it into
+//! place, so the published log is locked from the moment it becomes visible.
+//!
+//! Before every write the owner checks that the path still names the locked file and that its
+//! length is what the owner last wrote: a log that disappeared is never re-created, and a log
+//! that was replaced or changed by someone else is not appended to.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::fs::{Fs, FsFile, Stat};
+use crate::error::{Error, Result};
+
+/// The open, locked log of one session.
+pub(crate) struct Writer {
+    pub(crate) id: String,
+    pub(crate) path: PathBuf,
+    pub(crate) file: Box<dyn FsFile>,
+    /// The file the lock is on.
+    pub(crate) identity: Stat,
+    /// The length of the log as this writer last left it.
+    pub(crate) len: u64,
+    /// A failed rollback left bytes beyond `len`; they are cut before the next write.
+    pub(crate) rollback_pending: bool,
+}
+
+impl Writer {
+    /// Checks that the path still names the locked file; with `check_len`, also that nobody
+    /// changed its length. Retries a pending rollback first.
+    pub(crate) fn verify(&mut self, fs: &dyn Fs, check_len: bool) -> Result<()> {
+        let current = match fs.stat(&self.path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::Vanished {
+                    id: self.id.clone(),
+                    path: self.path.clone(),
+                });
+            }
+            Err(e) => return Err(Error::io("stat", &self.path, e)),
+        };
+        if !current.same_file(&self.identity) {
+            return Err(self.replaced());
+        }
+        if self.rollback_pending {
+            self.truncate(self.len)?;
+            self.rollback_pending = false;
+        }
+        if check_len {
+            let size = self
+                .file
+                .stat()
+                .map_err(|e| Error::io("fstat", &self.path, e))?
+                .size;
+            if size != self.len {
+                return Err(self.replaced());
+            }
+        }
+        Ok(())
+    }
+
+    /// Truncates the log to `len` bytes and makes that durable.
+    pub(crate) fn truncate(&mut self, len: u64) -> Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| Error::io("ftruncate", &self.path, e))?;
+        self.file
+            .sync()
+            .map_err(|e| Error::io("fsync", &self.path, e))?;
+        self.len = len;
+        Ok(())
+    }
+
+    fn replaced(&self) -> Error {
+        Error::Replaced {
+            id: self.id.clone(),
+            path: self.path.clone(),
+        }
+    }
+}
+
+/// A shared, lockable writer.
+pub(crate) type SharedWriter = Arc<Mutex<Writer>>;
+
+/// Locks a writer, recovering from poisoning (a panic elsewhere cannot corrupt the state: every
+/// field is updated only after the call it describes succeeded).
+pub(crate) fn lock_writer(w: &SharedWriter) -> std::sync::MutexGuard<'_, Writer> {
+    w.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The writers of one backend instance, by log path (with their session ids).
+#[derive(Default)]
+pub(crate) struct Writers {
+    map: Mutex<HashMap<PathBuf, (String, SharedWriter)>>,
+}
+
+impl Writers {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (String, SharedWriter)>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The writer of an existing log: the one this instance holds, or the log opened (never
+    /// created) and locked now.
+    pub(crate) fn acquire(&self, fs: &dyn Fs, id: &str, path: &Path) -> Result<SharedWriter> {
+        // Held across the open so that two threads of this instance cannot race for the lock.
+        let mut map = self.map();
+        if let Some((_, w)) = map.get(path) {
+            return Ok(w.clone());
+        }
+        let file = match fs.open_append(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::Vanished {
+                    id: id.to_owned(),
+                    path: path.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        if !file.try_lock().map_err(|e| Error::io("flock", path, e))? {
+            return Err(Error::Locked {
+                id: id.to_owned(),
+                path: path.to_path_buf(),
+            });
+        }
+        let identity = file.stat().map_err(|e| Error::io("fstat", path, e))?;
+        let writer = Arc::new(Mutex::new(Writer {
+            id: id.to_owned(),
+            path: path.to_path_buf(),
+            file,
+            identity,
+            len: identity.size,
+            rollback_pending: false,
+        }));
+        map.insert(path.to_path_buf(), (id.to_owned(), writer.clone()));
+        Ok(writer)
+    }
+
+    /// Registers the writer of a log this instance just published.
+    pub(crate) fn insert(&self, writer: Writer) -> SharedWriter {
+        let key = (writer.path.clone(), writer.id.clone());
+        let shared = Arc::new(Mutex::new(writer));
+        self.map().insert(key.0, (key.1, shared.clone()));
+        shared
+    }
+
+    /// Drops the writers of session `id` (releasing their locks once no write is running).
+    pub(crate) fn release(&self, id: &str) {
+        self.map().retain(|_, (owner, _)| owner != id);
+    }
+
+    /// Drops every writer.
+    pub(crate) fn clear(&self) {
+        self.map().clear();
+    }
+}

@@ -1,0 +1,624 @@
+//! The JSONL / zstd-JSONL backend (`JsonlSessionPersistence`, name
+//! `session-persistence-jsonl`), file-compatible with the reference.
+//!
+//! # Layout
+//!
+//! `<root>/<projectKey(cwd)>/<encodeSegment(id)>/session.jsonl.zstd` (default), or
+//! `…/session.jsonl` with [`Compression::None`]; sessions without a cwd live under `_no-cwd`.
+//! A root belongs to one encoding: an artifact of the other encoding is an error, never read.
+//! Other files in session and project directories are ignored; a flat
+//! `<project>/<name>.jsonl[.zstd]` file is refused.
+//!
+//! # Format
+//!
+//! Line 1 is the header (`toHeaderLine`), every later line one storage record: an event
+//! verbatim, or a packed chunk row. The plain encoding is that text; the Zstandard encoding is
+//! one checksummed frame for the header and one per append batch.
+//!
+//! # Durability
+//!
+//! The first append publishes header and batch atomically: directories are created (0700) and
+//! their parents synced, the content is written and synced under
+//! `<final>.<12 hex>.tmp` (0600, exclusive create), hard-linked to the final name (which never
+//! overwrites), and the session directory is synced. Later appends write and sync one batch; on
+//! failure the log is truncated back to its previous length.
+//!
+//! # Single writer and no silent re-creation
+//!
+//! A backend instance holds an exclusive advisory lock on every log it has written to until
+//! [`Backend::release`] or [`Backend::close`]; another writer gets
+//! `session "<id>" is locked by another writer` and writes nothing. Appends open the existing
+//! log and never create it: a log that vanished under its writer is an error. Stale temporary
+//! files of interrupted first publications (unlocked `session.jsonl*.<12 hex>.tmp`) are removed
+//! when the backend opens.
+//!
+//! # Reading
+//!
+//! Torn tails are separated from corruption exactly as in the reference: see the scanner rules
+//! on [`Backend::load_stored`]. Plain logs tolerate any damage after the last `turn/end`;
+//! Zstandard logs tolerate only a torn final frame, whose complete records are recovered.
+//!
+//! All blocking file-system work runs on tokio's blocking pool, through the [`fs::Fs`] seam.
+
+pub mod fs;
+pub mod layout;
+
+mod frames;
+mod header_line;
+mod list;
+mod lock;
+mod read;
+mod repair;
+mod scanner;
+mod write;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use session_core::json::Value;
+use session_core::{Event, SessionHeader};
+
+pub use frames::{FrameRange, FrameScan, ZSTD_LEVEL, ZSTD_MAGIC, scan_zstd_frames};
+pub use header_line::to_header_line;
+
+use self::fs::{DirEntry, Fs, RealFs};
+use self::header_line::{ParsedHeader, parse_lenient};
+use self::layout::{LOGICAL_FILE_NAME, encode_segment, file_name, log_path, resolve_root};
+use self::lock::Writers;
+use self::read::{read_raw_prefix, read_zstd_prefix, stable_read, stat_if_exists, zstd_text};
+use crate::backend::{Backend, Location, RawArtifact, Revision, StoredPrefix, TornMarker};
+use crate::error::{Error, Result};
+
+/// The backend's name, used in diagnostics.
+pub const JSONL_BACKEND_NAME: &str = "session-persistence-jsonl";
+
+/// The physical encoding of a JSONL root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// `session.jsonl.zstd`: one checksummed Zstandard frame per batch (the default).
+    #[default]
+    Zstd,
+    /// `session.jsonl`: plain text.
+    None,
+}
+
+impl Compression {
+    /// The other encoding.
+    #[must_use]
+    pub fn opposite(self) -> Compression {
+        match self {
+            Compression::Zstd => Compression::None,
+            Compression::None => Compression::Zstd,
+        }
+    }
+
+    /// The configuration spelling: `"zstd"` or `"none"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::Zstd => "zstd",
+            Compression::None => "none",
+        }
+    }
+}
+
+/// Configuration of a [`JsonlBackend`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonlConfig {
+    /// The backend root; resolved to an absolute path once, at open.
+    pub root: PathBuf,
+    /// The physical encoding (default [`Compression::Zstd`]).
+    pub compression: Compression,
+    /// Whether appends pack runs of chunk deltas into chunk rows (default `true`). Reading
+    /// always decodes packed rows.
+    pub pack_chunks: bool,
+}
+
+impl JsonlConfig {
+    /// The default configuration for `root`: Zstandard, packed chunk rows.
+    pub fn new(root: impl Into<PathBuf>) -> JsonlConfig {
+        JsonlConfig {
+            root: root.into(),
+            compression: Compression::Zstd,
+            pack_chunks: true,
+        }
+    }
+
+    /// With another encoding.
+    #[must_use]
+    pub fn compression(mut self, compression: Compression) -> JsonlConfig {
+        self.compression = compression;
+        self
+    }
+
+    /// With chunk packing on or off.
+    #[must_use]
+    pub fn pack_chunks(mut self, pack: bool) -> JsonlConfig {
+        self.pack_chunks = pack;
+        self
+    }
+}
+
+/// The outcome of the one-time encoding-ownership preflight.
+enum Preflight {
+    Pending,
+    Passed,
+    /// Rejected because of this opposite-encoding artifact (the rejection is kept).
+    Rejected(PathBuf),
+}
+
+/// The shared state of a backend instance; all methods block.
+pub(crate) struct Inner {
+    pub(crate) name: String,
+    pub(crate) root: PathBuf,
+    pub(crate) compression: Compression,
+    pub(crate) pack_chunks: bool,
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) writers: Writers,
+    preflight: Mutex<Preflight>,
+    closed: AtomicBool,
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed {
+                backend: self.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn mismatch(&self, path: PathBuf) -> Error {
+        Error::EncodingMismatch {
+            path,
+            configured_zstd: self.compression == Compression::Zstd,
+        }
+    }
+
+    /// The existence test of the reference: the file opens for reading.
+    pub(crate) fn exists(&self, path: &Path) -> Result<bool> {
+        match self.fs.open_read(path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io("open", path, e)),
+        }
+    }
+
+    /// The entries of a directory; a missing directory has none.
+    pub(crate) fn dir_entries(&self, dir: &Path) -> Result<Vec<DirEntry>> {
+        match self.fs.read_dir(dir) {
+            Ok(entries) => Ok(entries),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(Error::io("scandir", dir, e)),
+        }
+    }
+
+    /// Every project directory (directory entries of the root; links are not followed).
+    pub(crate) fn project_dirs(&self) -> Result<Vec<PathBuf>> {
+        Ok(self
+            .dir_entries(&self.root)?
+            .into_iter()
+            .filter(|e| e.is_dir)
+            .map(|e| self.root.join(e.name))
+            .collect())
+    }
+
+    /// The one-time scan of every session directory for an artifact of the other encoding.
+    /// A rejection is kept; I/O failures are not, so a transient error does not poison the
+    /// instance.
+    pub(crate) fn preflight(&self) -> Result<()> {
+        self.check_open()?;
+        let mut state = self
+            .preflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*state {
+            Preflight::Passed => return Ok(()),
+            Preflight::Rejected(path) => return Err(self.mismatch(path.clone())),
+            Preflight::Pending => {}
+        }
+        let opposite = file_name(self.compression.opposite());
+        for project in self.project_dirs()? {
+            for entry in self.dir_entries(&project)? {
+                if !entry.is_dir {
+                    continue;
+                }
+                let candidate = project.join(&entry.name).join(opposite);
+                if self.exists(&candidate)? {
+                    *state = Preflight::Rejected(candidate.clone());
+                    return Err(self.mismatch(candidate));
+                }
+            }
+        }
+        *state = Preflight::Passed;
+        Ok(())
+    }
+
+    /// The log path of `meta`.
+    pub(crate) fn path_for(&self, meta: &SessionHeader) -> Result<PathBuf> {
+        write::log_path_of(&self.root, meta, self.compression)
+    }
+
+    /// `findLog`: the log of `id` in any project directory.
+    pub(crate) fn find_log(&self, id: &str) -> Result<Option<PathBuf>> {
+        let segment = encode_segment(id)?;
+        let own = file_name(self.compression);
+        let opposite = file_name(self.compression.opposite());
+        let mut found: Option<PathBuf> = None;
+        for project in self.project_dirs()? {
+            for flat_suffix in [".jsonl", ".jsonl.zstd"] {
+                let flat = project.join(format!("{segment}{flat_suffix}"));
+                if self.exists(&flat)? {
+                    return Err(Error::FlatLayout { path: flat });
+                }
+            }
+            let dir = project.join(&segment);
+            let other = dir.join(opposite);
+            if self.exists(&other)? {
+                return Err(self.mismatch(other));
+            }
+            let path = dir.join(own);
+            if self.exists(&path)? {
+                if found.is_some() {
+                    return Err(Error::DuplicateId { id: id.to_owned() });
+                }
+                found = Some(path);
+            }
+        }
+        Ok(found)
+    }
+
+    /// `assertStoredIdentity`: the header names the requested id (when one was requested), and
+    /// its id and cwd name this very file.
+    pub(crate) fn assert_identity(
+        &self,
+        path: &Path,
+        requested: Option<&str>,
+        header: &ParsedHeader,
+    ) -> Result<()> {
+        let hid = &*header.meta.id;
+        if let Some(id) = requested {
+            if hid != id {
+                return Err(Error::IdentityMismatch {
+                    path: path.to_path_buf(),
+                    requested: id.to_owned(),
+                    header_id: hid.to_owned(),
+                });
+            }
+        }
+        let unnameable = || Error::UnnameableHeader {
+            path: path.to_path_buf(),
+        };
+        let cwd = match header.cwd_value() {
+            None => None,
+            Some(Value::String(s)) => Some(&**s),
+            Some(_) => return Err(unnameable()),
+        };
+        let expected =
+            log_path(&self.root, cwd, hid, self.compression).map_err(|_| unnameable())?;
+        if expected == path {
+            return Ok(());
+        }
+        let same = match (self.fs.canonicalize(path), self.fs.canonicalize(&expected)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if same {
+            Ok(())
+        } else {
+            Err(Error::IdentityPath {
+                path: path.to_path_buf(),
+                header_id: hid.to_owned(),
+                expected,
+            })
+        }
+    }
+
+    fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>> {
+        self.preflight()?;
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let Some((buf, stat)) = stable_read(self.fs.as_ref(), &path)? else {
+            return Ok(None);
+        };
+        let prefix = match self.compression {
+            Compression::None => read_raw_prefix(&buf),
+            Compression::Zstd => read_zstd_prefix(&buf),
+        }
+        .map_err(|e| e.with_location(Location::jsonl(&path)))?;
+        self.assert_identity(&path, Some(id), &prefix.header)?;
+        Ok(Some(StoredPrefix {
+            meta: prefix.header.meta,
+            header_value: prefix.header.value,
+            events: prefix.events,
+            invalid_envelope: prefix.invalid,
+            revision: Revision::new(stat.revision_text()),
+            torn: prefix.torn,
+        }))
+    }
+
+    fn read_stored_revision(&self, id: &str) -> Result<Option<Revision>> {
+        self.preflight()?;
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        Ok(stat_if_exists(self.fs.as_ref(), &path)?.map(|s| Revision::new(s.revision_text())))
+    }
+
+    fn read_raw(&self, id: &str) -> Result<Option<RawArtifact>> {
+        self.preflight()?;
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let Some((buf, _)) = stable_read(self.fs.as_ref(), &path)? else {
+            return Ok(None);
+        };
+        let bytes = match self.compression {
+            Compression::None => buf,
+            Compression::Zstd => zstd_text(&buf)?,
+        };
+        let content = String::from_utf8_lossy(&bytes).into_owned();
+        let first = content.split('\n').next().unwrap_or_default();
+        let invalid = || Error::InvalidRawHeader { path: path.clone() };
+        let header = parse_lenient(first)
+            .map_err(|_| invalid())?
+            .ok_or_else(invalid)?;
+        if &*header.meta.id != id {
+            return Err(invalid());
+        }
+        Ok(Some(RawArtifact {
+            meta: header.meta,
+            filename: LOGICAL_FILE_NAME.to_owned(),
+            content,
+        }))
+    }
+
+    fn append_batch(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        materialized: bool,
+    ) -> Result<()> {
+        self.preflight()?;
+        if events.is_empty() {
+            return Ok(());
+        }
+        if materialized {
+            self.append(meta, events)
+        } else {
+            self.materialize(meta, events)
+        }
+    }
+
+    fn list_snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
+        let mut out = Vec::new();
+        for (header, path) in self.list_entries()? {
+            if let Some(stat) = stat_if_exists(self.fs.as_ref(), &path)? {
+                out.push((header.meta, Revision::new(stat.revision_text())));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes temporary files of interrupted first publications that no live writer holds.
+    fn remove_stale_temps(&self) {
+        let Ok(projects) = self.project_dirs() else {
+            return;
+        };
+        for project in projects {
+            let Ok(sessions) = self.dir_entries(&project) else {
+                continue;
+            };
+            for session in sessions.into_iter().filter(|e| e.is_dir) {
+                let dir = project.join(&session.name);
+                let Ok(entries) = self.dir_entries(&dir) else {
+                    continue;
+                };
+                for entry in entries {
+                    if !entry.is_file || !write::is_temp_name(&entry.name.to_string_lossy()) {
+                        continue;
+                    }
+                    let tmp = dir.join(&entry.name);
+                    // A live publication holds the lock on its temporary file.
+                    let unlocked = self
+                        .fs
+                        .open_read(&tmp)
+                        .and_then(|f| f.try_lock())
+                        .unwrap_or(false);
+                    if unlocked {
+                        let _ = self.fs.remove_file(&tmp);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The JSONL / zstd-JSONL storage backend. See the [module documentation](self).
+///
+/// Cloning is cheap and shares the instance (its writer locks included).
+#[derive(Clone)]
+pub struct JsonlBackend {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for JsonlBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonlBackend")
+            .field("root", &self.inner.root)
+            .field("compression", &self.inner.compression)
+            .field("pack_chunks", &self.inner.pack_chunks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JsonlBackend {
+    /// Opens a backend over the real file system. Blocking: resolves the root, checks that an
+    /// existing root is a readable directory (a missing root is created on first publication)
+    /// and removes stale temporary files.
+    pub fn open(config: JsonlConfig) -> Result<JsonlBackend> {
+        JsonlBackend::open_with_fs(config, Arc::new(RealFs))
+    }
+
+    /// Opens a backend whose file-system calls go through `fs` (fault injection).
+    pub fn open_with_fs(config: JsonlConfig, fs: Arc<dyn Fs>) -> Result<JsonlBackend> {
+        let JsonlConfig {
+            root,
+            compression,
+            pack_chunks,
+        } = config;
+        let root = resolve_root(&root).map_err(|e| Error::io("resolve", &root, e))?;
+        match fs.read_dir(&root) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("scandir", &root, e)),
+        }
+        let inner = Inner {
+            name: JSONL_BACKEND_NAME.to_owned(),
+            root,
+            compression,
+            pack_chunks,
+            fs,
+            writers: Writers::default(),
+            preflight: Mutex::new(Preflight::Pending),
+            closed: AtomicBool::new(false),
+        };
+        inner.remove_stale_temps();
+        Ok(JsonlBackend {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The resolved root.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// The configured encoding.
+    pub fn compression(&self) -> Compression {
+        self.inner.compression
+    }
+
+    /// Whether appends pack chunk runs.
+    pub fn packs_chunks(&self) -> bool {
+        self.inner.pack_chunks
+    }
+
+    /// The log path of `meta` (it may not exist yet).
+    pub fn log_path(&self, meta: &SessionHeader) -> Result<PathBuf> {
+        self.inner.path_for(meta)
+    }
+
+    async fn run<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| Error::Task {
+                message: e.to_string(),
+            })?
+    }
+}
+
+#[async_trait]
+impl Backend for JsonlBackend {
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Reads the stored prefix: the log is found in any project directory (layout, encoding and
+    /// duplicate checks apply), read between two agreeing `stat`s, scanned, and bound to `id`
+    /// (the header id must be `id`, and the header's id and cwd must name this file).
+    ///
+    /// Scanner rules: in a plain log, the first unparsable line (blank lines included) or seq
+    /// gap ends the prefix, and is corruption only if a later line decodes to a `turn/end`;
+    /// otherwise everything from there on is a torn tail. In a Zstandard log every complete
+    /// frame must decode, pass its checksum and end on a record boundary; only a torn final
+    /// frame is tolerated, and its complete records are kept and recovered by repair.
+    async fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>> {
+        let id = id.to_owned();
+        self.run(move |i| i.load_stored(&id)).await
+    }
+
+    async fn read_stored_revision(&self, id: &str) -> Result<Option<Revision>> {
+        let id = id.to_owned();
+        self.run(move |i| i.read_stored_revision(&id)).await
+    }
+
+    async fn append_batch(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        is_materialized: bool,
+    ) -> Result<()> {
+        let meta = meta.clone();
+        let events = events.to_vec();
+        self.run(move |i| i.append_batch(&meta, &events, is_materialized))
+            .await
+    }
+
+    async fn commit_repair(
+        &self,
+        meta: &SessionHeader,
+        torn: Option<TornMarker>,
+        closers: &[Event],
+    ) -> Result<()> {
+        let meta = meta.clone();
+        let closers = closers.to_vec();
+        self.run(move |i| {
+            i.preflight()?;
+            i.commit_repair(&meta, torn, &closers)
+        })
+        .await
+    }
+
+    async fn list(&self) -> Result<Vec<SessionHeader>> {
+        self.run(|i| Ok(i.list_entries()?.into_iter().map(|(h, _)| h.meta).collect()))
+            .await
+    }
+
+    async fn list_snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
+        self.run(Inner::list_snapshots).await
+    }
+
+    fn locate(&self, meta: &SessionHeader) -> Option<Location> {
+        self.inner.path_for(meta).ok().map(Location::jsonl)
+    }
+
+    fn supports_raw_artifacts(&self) -> bool {
+        true
+    }
+
+    /// The logical text of the log: plain logs verbatim (a torn fragment included), Zstandard
+    /// logs as the plaintext of their complete frames.
+    async fn read_raw(&self, id: &str) -> Result<Option<RawArtifact>> {
+        let id = id.to_owned();
+        self.run(move |i| i.read_raw(&id)).await
+    }
+
+    async fn release(&self, id: &str) -> Result<()> {
+        let id = id.to_owned();
+        self.run(move |i| {
+            i.writers.release(&id);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Closes the instance: every later operation fails, and every writer lock is released.
+    async fn close(&self) -> Result<()> {
+        self.run(|i| {
+            i.closed.store(true, Ordering::Release);
+            i.writers.clear();
+            Ok(())
+        })
+        .await
+    }
+}

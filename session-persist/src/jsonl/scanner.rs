@@ -1,0 +1,548 @@
+//! `SessionLogScanner`: the incremental reader of the logical JSONL text.
+//!
+//! The scanner is fed raw bytes in arbitrary chunks (lines may cross chunk and frame
+//! boundaries; only an unfinished line is copied). Each complete line is decoded as UTF-8
+//! lossily, parsed, and expanded from packed chunk rows. It keeps the valid contiguous prefix and
+//! decides what is a torn tail and what is corruption:
+//!
+//! * The first unparsable line (blank lines included) or seq gap becomes the pending *issue*;
+//!   the preserved prefix stops before it.
+//! * Lines after an issue are ignored unless they decode to a `turn/end`: a later `turn/end`
+//!   proves the damage lies in the committed region, and the issue is raised as an error. A gap
+//!   row that itself holds a `turn/end` raises at once.
+//! * A trailing fragment without a newline is torn and ignored.
+//!
+//! [`ScanOutput::committed_bytes`] is the end of the last accepted line; everything after it is
+//! torn if and only if scanning completed without an error.
+
+use std::borrow::Cow;
+
+use session_core::Event;
+use session_core::chunk_rows::{Decoded, decode_storage_record};
+use session_core::header::js_string;
+use session_core::json::{self, ParseErrorKind, Value};
+
+use super::header_line::{ParsedHeader, parse_strict};
+use crate::error::{Error, Result};
+
+/// The first problem found in the body, raised only if a later line holds a `turn/end`.
+#[derive(Debug, Clone)]
+enum Issue {
+    Unparsable {
+        line: u64,
+    },
+    Gap {
+        line: u64,
+        expected: u64,
+        got: String,
+    },
+}
+
+impl Issue {
+    fn to_error(&self) -> Error {
+        match self {
+            Issue::Unparsable { line } => Error::UnparsableCommitted { line: *line },
+            Issue::Gap {
+                line,
+                expected,
+                got,
+            } => Error::SeqGap {
+                line: *line,
+                expected: *expected,
+                got: got.clone(),
+            },
+        }
+    }
+}
+
+/// One decoded storage record.
+enum Row {
+    /// A record stored verbatim (not yet checked as an event).
+    One(Value),
+    /// A packed chunk row, expanded.
+    Many(Vec<Event>),
+}
+
+impl Row {
+    fn len(&self) -> usize {
+        match self {
+            Row::One(_) => 1,
+            Row::Many(events) => events.len(),
+        }
+    }
+
+    fn has_turn_end(&self) -> bool {
+        match self {
+            Row::One(v) => v.get("type").and_then(Value::as_str) == Some("turn/end"),
+            Row::Many(events) => events.iter().any(|e| e.event_type() == "turn/end"),
+        }
+    }
+
+    /// The first member whose seq is not `first + k`: `(expected, String(seq))`.
+    fn first_gap(&self, first: u64) -> Option<(u64, String)> {
+        match self {
+            Row::One(v) => {
+                let seq = v.get("seq");
+                // `seq === expected`: a number of that value (`-0` equals 0).
+                let ok = seq.and_then(Value::as_u64) == Some(first);
+                (!ok).then(|| (first, js_string(seq)))
+            }
+            Row::Many(events) => events.iter().enumerate().find_map(|(k, e)| {
+                let expected = first + k as u64;
+                (e.seq() != expected).then(|| (expected, e.seq().to_string()))
+            }),
+        }
+    }
+}
+
+/// What a finished scan found.
+#[derive(Debug)]
+pub(crate) struct ScanOutput {
+    /// The header record.
+    pub(crate) header: ParsedHeader,
+    /// The valid contiguous prefix (stops before `invalid`).
+    pub(crate) events: Vec<Event>,
+    /// The first contiguous record with an invalid envelope, and its index.
+    pub(crate) invalid: Option<(usize, Value)>,
+    /// The end of the last accepted line (the header's end when no line was accepted).
+    pub(crate) committed_bytes: u64,
+}
+
+/// The incremental log scanner (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct SessionLogScanner {
+    header: ParsedHeader,
+    carry: Vec<u8>,
+    /// Logical offset of the next unread byte (the start of `carry`).
+    offset: u64,
+    line: u64,
+    committed: u64,
+    count: u64,
+    events: Vec<Event>,
+    invalid: Option<(usize, Value)>,
+    issue: Option<Issue>,
+}
+
+impl SessionLogScanner {
+    /// Starts a scan from exactly one header record: non-empty, ending in `\n`, with no other
+    /// newline.
+    pub(crate) fn new(header_record: &[u8]) -> Result<SessionLogScanner> {
+        let Some((&b'\n', body)) = header_record.split_last() else {
+            return Err(Error::EmptyLog { zstd: false });
+        };
+        if body.contains(&b'\n') {
+            return Err(Error::EmptyLog { zstd: false });
+        }
+        let header = parse_strict(&String::from_utf8_lossy(body))?;
+        let len = header_record.len() as u64;
+        Ok(SessionLogScanner {
+            header,
+            carry: Vec::new(),
+            offset: len,
+            line: 0,
+            committed: len,
+            count: 0,
+            events: Vec::new(),
+            invalid: None,
+            issue: None,
+        })
+    }
+
+    /// Every byte fed so far, header included.
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.offset + self.carry.len() as u64
+    }
+
+    /// The end of the last accepted line.
+    pub(crate) fn committed_bytes(&self) -> u64 {
+        self.committed
+    }
+
+    /// How many valid events the prefix holds.
+    pub(crate) fn event_count(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Feeds the next bytes of the log.
+    pub(crate) fn write(&mut self, chunk: &[u8]) -> Result<()> {
+        let mut rest = chunk;
+        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+            if self.carry.is_empty() {
+                self.line_end(&rest[..nl])?;
+            } else {
+                let mut line = std::mem::take(&mut self.carry);
+                line.extend_from_slice(&rest[..nl]);
+                let result = self.line_end(&line);
+                line.clear();
+                self.carry = line;
+                result?;
+            }
+            rest = &rest[nl + 1..];
+        }
+        self.carry.extend_from_slice(rest);
+        Ok(())
+    }
+
+    /// Ends the scan; a trailing fragment without a newline is torn and ignored.
+    pub(crate) fn finish(self) -> ScanOutput {
+        ScanOutput {
+            header: self.header,
+            events: self.events,
+            invalid: self.invalid,
+            committed_bytes: self.committed,
+        }
+    }
+
+    /// Handles one complete line (`bytes` without its newline).
+    fn line_end(&mut self, bytes: &[u8]) -> Result<()> {
+        let start = self.offset;
+        self.offset += bytes.len() as u64 + 1;
+        self.line += 1;
+        let line = self.line;
+        let text: Cow<'_, str> = String::from_utf8_lossy(bytes);
+        let row = match json::parse(&text) {
+            Ok(v) => match decode_storage_record(v) {
+                Ok(Decoded::Passthrough(v)) => Some(Row::One(v)),
+                Ok(Decoded::Expanded(events)) => Some(Row::Many(events)),
+                Err(_) => None,
+            },
+            Err(e) if e.kind == ParseErrorKind::LoneSurrogate => {
+                return Err(Error::LoneSurrogate {
+                    line: Some(line),
+                    offset: start + e.offset as u64,
+                });
+            }
+            Err(_) => None,
+        };
+        let Some(row) = row else {
+            self.issue.get_or_insert(Issue::Unparsable { line });
+            return Ok(());
+        };
+        let has_turn_end = row.has_turn_end();
+        if let Some(issue) = &self.issue {
+            return if has_turn_end {
+                Err(issue.to_error())
+            } else {
+                Ok(())
+            };
+        }
+        if let Some((expected, got)) = row.first_gap(self.count) {
+            let issue = Issue::Gap {
+                line,
+                expected,
+                got,
+            };
+            let err = has_turn_end.then(|| issue.to_error());
+            self.issue = Some(issue);
+            return err.map_or(Ok(()), Err);
+        }
+        let n = row.len() as u64;
+        if self.invalid.is_none() {
+            match row {
+                Row::One(v) => match Event::from_value(&v) {
+                    Ok(e) => self.events.push(e),
+                    Err(_) => self.invalid = Some((self.count as usize, v)),
+                },
+                Row::Many(events) => self.events.extend(events),
+            }
+        }
+        self.count += n;
+        self.committed = self.offset;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str =
+        "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n";
+
+    fn ev(seq: u64, ty: &str) -> String {
+        format!("{{\"type\":\"{ty}\",\"seq\":{seq},\"time\":0,\"data\":{{}}}}\n")
+    }
+
+    fn scan_all(body: &str) -> Result<ScanOutput> {
+        let mut s = SessionLogScanner::new(HEADER.as_bytes())?;
+        s.write(body.as_bytes())?;
+        Ok(s.finish())
+    }
+
+    fn seqs(out: &ScanOutput) -> Vec<u64> {
+        out.events.iter().map(Event::seq).collect()
+    }
+
+    // persistence §7.6 #37
+    #[test]
+    fn requires_exactly_one_newline_terminated_header_record() {
+        for bad in ["", "{}", "{}\n{}\n", "\n\n"] {
+            let e = SessionLogScanner::new(bad.as_bytes()).unwrap_err();
+            assert!(e.to_string().contains("header-less"), "{bad:?}: {e}");
+        }
+    }
+
+    // persistence §7.6 #38 (writing after `finish` is prevented by `finish` taking the scanner)
+    #[test]
+    fn lifecycle_and_committed_bytes() {
+        let mut s = SessionLogScanner::new(HEADER.as_bytes()).unwrap();
+        s.write(b"").unwrap();
+        let a = ev(0, "turn/start");
+        s.write(a.as_bytes()).unwrap();
+        s.write(b"").unwrap();
+        assert_eq!(s.committed_bytes(), (HEADER.len() + a.len()) as u64);
+        // A boundary newline arriving alone completes the previous fragment.
+        let b = ev(1, "step/start");
+        s.write(&b.as_bytes()[..b.len() - 1]).unwrap();
+        assert_eq!(s.committed_bytes(), (HEADER.len() + a.len()) as u64);
+        s.write(b"\n").unwrap();
+        assert_eq!(
+            s.committed_bytes(),
+            (HEADER.len() + a.len() + b.len()) as u64
+        );
+        s.write(b"{\"type\":\"assistant/chunk\",\"seq\":2,\"ti")
+            .unwrap();
+        assert_eq!(s.event_count(), 2);
+        let out = s.finish();
+        assert_eq!(seqs(&out), vec![0, 1]);
+        assert_eq!(
+            out.committed_bytes,
+            (HEADER.len() + a.len() + b.len()) as u64
+        );
+    }
+
+    // persistence §7.6 #39
+    #[test]
+    fn tolerable_suffix_keeps_scanning_until_a_turn_end() {
+        let body = format!(
+            "{}{}{}{}",
+            ev(0, "turn/start"),
+            ev(2, "step/start"),
+            ev(3, "step/end"),
+            ev(4, "turn/end")
+        );
+        let e = scan_all(&body).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "corrupt session log: seq gap in committed region at line 2 (expected 1, got 2)"
+        );
+    }
+
+    // persistence §7.6 #40
+    #[test]
+    fn records_split_across_chunks_including_multibyte_characters() {
+        let body = format!(
+            "{}{{\"type\":\"user/message\",\"seq\":1,\"time\":0,\"data\":{{\"text\":\"héllo 开发 😀\"}}}}\n{}",
+            ev(0, "turn/start"),
+            ev(2, "turn/end")
+        );
+        let whole = scan_all(&body).unwrap();
+        for size in [1, 2, 3, 5, 7, 64] {
+            let mut s = SessionLogScanner::new(HEADER.as_bytes()).unwrap();
+            let mut checkpoints = Vec::new();
+            for chunk in body.as_bytes().chunks(size) {
+                s.write(chunk).unwrap();
+                checkpoints.push(s.event_count());
+            }
+            assert!(checkpoints.windows(2).all(|w| w[0] <= w[1]));
+            assert_eq!(checkpoints.last(), Some(&3));
+            let out = s.finish();
+            assert_eq!(out.events, whole.events, "chunk size {size}");
+            assert_eq!(out.committed_bytes, whole.committed_bytes);
+        }
+        assert_eq!(
+            whole.events[1].data().get("text").and_then(Value::as_str),
+            Some("héllo 开发 😀")
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_decoded_lossily() {
+        let mut s = SessionLogScanner::new(HEADER.as_bytes()).unwrap();
+        s.write(b"{\"type\":\"x\",\"seq\":0,\"time\":0,\"data\":\"a\xFFb\"}\n")
+            .unwrap();
+        let out = s.finish();
+        assert_eq!(out.events[0].data().as_str(), Some("a\u{FFFD}b"));
+    }
+
+    // persistence §7.6 #50
+    #[test]
+    fn gap_without_later_turn_end_keeps_the_prefix() {
+        let out = scan_all(&format!("{}{}", ev(0, "turn/start"), ev(2, "step/start"))).unwrap();
+        assert_eq!(seqs(&out), vec![0]);
+        assert_eq!(
+            out.committed_bytes,
+            (HEADER.len() + ev(0, "turn/start").len()) as u64
+        );
+    }
+
+    // persistence §7.6 #51
+    #[test]
+    fn gap_before_a_later_turn_end_is_corruption() {
+        let body = format!("{}{}{}", ev(0, "turn/start"), ev(2, "x"), ev(3, "turn/end"));
+        assert!(
+            scan_all(&body)
+                .unwrap_err()
+                .to_string()
+                .contains("seq gap in committed region")
+        );
+        // A gap row that itself holds the turn/end raises at once.
+        let body = format!("{}{}", ev(0, "turn/start"), ev(5, "turn/end"));
+        assert_eq!(
+            scan_all(&body).unwrap_err().to_string(),
+            "corrupt session log: seq gap in committed region at line 2 (expected 1, got 5)"
+        );
+    }
+
+    // persistence §7.6 #52
+    #[test]
+    fn corrupt_line_before_a_later_turn_end_is_corruption() {
+        let body = format!("{}{{garbage\n{}", ev(0, "turn/start"), ev(1, "turn/end"));
+        assert_eq!(
+            scan_all(&body).unwrap_err().to_string(),
+            "corrupt session log: unparsable committed event at line 2"
+        );
+        // Blank lines are unparsable too.
+        let body = format!("{}\n{}", ev(0, "turn/start"), ev(1, "turn/end"));
+        assert_eq!(
+            scan_all(&body).unwrap_err().to_string(),
+            "corrupt session log: unparsable committed event at line 2"
+        );
+    }
+
+    // persistence §7.6 #53
+    #[test]
+    fn header_only_log() {
+        let out = scan_all("").unwrap();
+        assert!(out.events.is_empty());
+        assert_eq!(out.committed_bytes, HEADER.len() as u64);
+    }
+
+    // persistence §7.6 #54
+    #[test]
+    fn corrupt_line_after_the_last_turn_end_bounds_the_prefix() {
+        let prefix = format!("{}{}", ev(0, "turn/start"), ev(1, "turn/end"));
+        let body = format!("{prefix}{{bad\n{}", ev(2, "turn/start"));
+        let out = scan_all(&body).unwrap();
+        assert_eq!(seqs(&out), vec![0, 1]);
+        assert_eq!(out.committed_bytes, (HEADER.len() + prefix.len()) as u64);
+    }
+
+    // persistence §7.6 #55
+    #[test]
+    fn gap_after_turn_end_is_an_uncommitted_tail() {
+        let prefix = format!("{}{}", ev(0, "turn/start"), ev(1, "turn/end"));
+        let body = format!("{prefix}{}{}", ev(7, "turn/start"), ev(8, "step/start"));
+        let out = scan_all(&body).unwrap();
+        assert_eq!(seqs(&out), vec![0, 1]);
+        assert_eq!(out.committed_bytes, (HEADER.len() + prefix.len()) as u64);
+    }
+
+    fn text_row(seq0: u64, n: usize) -> String {
+        let dt = vec!["1"; n - 1].join(",");
+        let texts = (0..n)
+            .map(|i| format!("\"t{i}\""))
+            .collect::<Vec<_>>()
+            .join(",");
+        format!(
+            "{{\"type\":\"text-chunks\",\"seq0\":{seq0},\"time0\":100,\"data\":{{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[{dt}],\"texts\":[{texts}]}}}}\n"
+        )
+    }
+
+    // persistence §7.6 #59
+    #[test]
+    fn packed_row_advances_the_cursor_by_its_run() {
+        let body = format!(
+            "{}{}{}",
+            ev(0, "turn/start"),
+            text_row(1, 4),
+            ev(5, "turn/end")
+        );
+        let out = scan_all(&body).unwrap();
+        assert_eq!(seqs(&out), vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            out.events[2].to_json(),
+            "{\"type\":\"assistant/chunk\",\"seq\":2,\"time\":101,\"data\":{\"turn\":1,\"step\":1,\"chunk\":{\"type\":\"text-delta\",\"index\":0,\"text\":\"t1\"}}}"
+        );
+    }
+
+    // persistence §7.6 #60
+    #[test]
+    fn malformed_packed_row_in_the_committed_region() {
+        let bad = "{\"type\":\"text-chunks\",\"seq0\":1,\"time0\":0,\"data\":{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[1],\"texts\":[\"a\",\"b\",\"c\"]}}\n";
+        let body = format!("{}{bad}{}", ev(0, "turn/start"), ev(4, "turn/end"));
+        assert_eq!(
+            scan_all(&body).unwrap_err().to_string(),
+            "corrupt session log: unparsable committed event at line 2"
+        );
+    }
+
+    // persistence §7.6 #61
+    #[test]
+    fn packed_row_with_a_gap_after_the_last_turn_end_is_dropped_whole() {
+        let prefix = format!("{}{}", ev(0, "turn/start"), ev(1, "turn/end"));
+        let body = format!("{prefix}{}", text_row(5, 3));
+        let out = scan_all(&body).unwrap();
+        assert_eq!(seqs(&out), vec![0, 1]);
+        assert_eq!(out.committed_bytes, (HEADER.len() + prefix.len()) as u64);
+    }
+
+    #[test]
+    fn invalid_envelope_is_recorded_and_ends_the_prefix() {
+        let body = format!(
+            "{}{{\"type\":\"x\",\"seq\":1,\"time\":0,\"data\":{{}},\"extra\":1}}\n{}",
+            ev(0, "turn/start"),
+            ev(2, "turn/end")
+        );
+        let out = scan_all(&body).unwrap();
+        assert_eq!(seqs(&out), vec![0]);
+        let (index, value) = out.invalid.unwrap();
+        assert_eq!(index, 1);
+        assert_eq!(value.get("extra").and_then(Value::as_u64), Some(1));
+        assert_eq!(out.committed_bytes, (HEADER.len() + body.len()) as u64);
+    }
+
+    #[test]
+    fn gap_texts_follow_javascript_string_conversion() {
+        for (raw, got) in [("\"1\"", "1"), ("null", "null"), ("1.5", "1.5")] {
+            let body = format!(
+                "{}{{\"type\":\"turn/end\",\"seq\":{raw},\"time\":0,\"data\":{{}}}}\n",
+                ev(0, "turn/start")
+            );
+            assert_eq!(
+                scan_all(&body).unwrap_err().to_string(),
+                format!(
+                    "corrupt session log: seq gap in committed region at line 2 (expected 1, got {got})"
+                )
+            );
+        }
+        let body = format!("{}{{\"type\":\"turn/end\"}}\n", ev(0, "turn/start"));
+        assert!(
+            scan_all(&body)
+                .unwrap_err()
+                .to_string()
+                .ends_with("got undefined)")
+        );
+    }
+
+    #[test]
+    fn lone_surrogates_are_refused_with_line_and_offset() {
+        let first = ev(0, "turn/start");
+        let body = format!("{first}{{\"type\":\"x\",\"seq\":1,\"time\":0,\"data\":\"\\udc00\"}}\n");
+        match scan_all(&body).unwrap_err() {
+            Error::LoneSurrogate { line, offset } => {
+                assert_eq!(line, Some(2));
+                let at = HEADER.len() + first.len() + body[first.len()..].find("\\udc00").unwrap();
+                assert!(offset >= at as u64, "{offset} vs {at}");
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn crlf_lines_are_accepted() {
+        let body = "{\"type\":\"turn/start\",\"seq\":0,\"time\":0,\"data\":{}}\r\n";
+        let out = scan_all(body).unwrap();
+        assert_eq!(seqs(&out), vec![0]);
+    }
+}
