@@ -1,0 +1,371 @@
+//! The async backend: [`SqliteBackend`], implementing [`session_persist::Backend`].
+//!
+//! # Blocking
+//!
+//! Every `SQLite` call runs on tokio's blocking pool (`spawn_blocking`), with the store's one
+//! connection behind a `std::sync::Mutex`: operations of one store are serialized (as on the
+//! reference's single connection), a busy wait for another process's lock blocks a pool
+//! thread rather than a runtime worker, and stores do not wait for each other.
+//!
+//! # Lifecycle
+//!
+//! [`SqliteBackend::new`] checks the configuration and touches nothing.
+//! [`SqliteBackend::validate_path`] (service initialization) creates the parent directory and
+//! checks the path, but opens nothing and creates no database file. The first storage
+//! operation validates the path if that has not happened, creates the file (mode 0600), checks
+//! it again and opens it. A failed open is not remembered: the next operation tries again.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::Connection;
+use session_core::{Event, SessionHeader};
+use session_persist::{Backend, Revision, StoredPrefix, StoredSuffix, TornMarker};
+
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::{BACKEND_NAME, JournalMode, MEMORY_PATH, path};
+
+/// `DEFAULT_BUSY_TIMEOUT_MS`.
+pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5_000;
+
+/// The largest accepted `busyTimeoutMs`.
+pub const MAX_BUSY_TIMEOUT_MS: u64 = 2_147_483_647;
+
+/// The backend's configuration (`path`, `journalMode`, `busyTimeoutMs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteConfig {
+    /// The database path, or `:memory:` for a private in-memory database.
+    pub path: String,
+    /// The journal mode; [`JournalMode::Wal`] by default.
+    pub journal_mode: JournalMode,
+    /// How long to wait for another connection's lock, in ms (0 to 2,147,483,647; default
+    /// 5,000). It also bounds the retries of the journal-mode change at open.
+    pub busy_timeout_ms: u64,
+}
+
+impl SqliteConfig {
+    /// A configuration with the defaults: WAL, 5,000 ms.
+    pub fn new(path: impl Into<String>) -> SqliteConfig {
+        SqliteConfig {
+            path: path.into(),
+            journal_mode: JournalMode::default(),
+            busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
+        }
+    }
+
+    /// Sets the journal mode.
+    #[must_use]
+    pub fn journal_mode(mut self, mode: JournalMode) -> SqliteConfig {
+        self.journal_mode = mode;
+        self
+    }
+
+    /// Sets the busy timeout in ms.
+    #[must_use]
+    pub fn busy_timeout_ms(mut self, ms: u64) -> SqliteConfig {
+        self.busy_timeout_ms = ms;
+        self
+    }
+}
+
+/// Where the database lives once its path was validated.
+#[derive(Clone)]
+enum Resolved {
+    Memory,
+    File(PathBuf),
+}
+
+#[derive(Default)]
+struct State {
+    /// `None` until the path was validated.
+    resolved: Option<Resolved>,
+    store: Option<Store>,
+    closed: bool,
+}
+
+struct Inner {
+    config: SqliteConfig,
+    state: Mutex<State>,
+    /// Mirrors `state.store.is_some()`, readable without waiting for a running operation.
+    open: AtomicBool,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Inner {
+    fn ensure_path(&self, state: &mut State) -> Result<Option<PathBuf>> {
+        let resolved = match &state.resolved {
+            Some(resolved) => resolved.clone(),
+            None if self.config.path == MEMORY_PATH => Resolved::Memory,
+            None => {
+                let file = path::resolve(&self.config.path)?;
+                path::prepare(&file)?;
+                Resolved::File(file)
+            }
+        };
+        state.resolved = Some(resolved.clone());
+        Ok(match resolved {
+            Resolved::Memory => None,
+            Resolved::File(file) => Some(file),
+        })
+    }
+
+    fn with_store<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+        let mut state = lock(&self.state);
+        if state.closed {
+            return Err(Error::Closed);
+        }
+        if state.store.is_none() {
+            let file = self.ensure_path(&mut state)?;
+            let store = Store::open(
+                file.as_ref(),
+                self.config.journal_mode,
+                Duration::from_millis(self.config.busy_timeout_ms),
+            )?;
+            state.store = Some(store);
+            self.open.store(true, Ordering::SeqCst);
+        }
+        match &state.store {
+            Some(store) => f(store),
+            None => Err(Error::Closed),
+        }
+    }
+}
+
+/// The `SQLite` session-persistence backend (`session-persistence-sqlite`): one database, one
+/// connection, every session in it. See the [crate documentation](crate) for the format.
+#[derive(Clone)]
+pub struct SqliteBackend {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SqliteBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteBackend")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteBackend {
+    /// A backend for `config`. Only the configuration is checked; nothing is touched on disk.
+    pub fn new(config: SqliteConfig) -> Result<SqliteBackend> {
+        if config.busy_timeout_ms > MAX_BUSY_TIMEOUT_MS {
+            return Err(Error::InvalidConfig(
+                "busyTimeoutMs must be an integer between 0 and 2147483647",
+            ));
+        }
+        Ok(SqliteBackend {
+            inner: Arc::new(Inner {
+                config,
+                state: Mutex::new(State::default()),
+                open: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SqliteConfig {
+        &self.inner.config
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| Error::Task(e.to_string()))?
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.blocking(move |inner| inner.with_store(f)).await
+    }
+
+    /// Service initialization: resolves the path, creates its parent directory (mode 0700)
+    /// and checks the parent and any existing file. Opens nothing and creates no database
+    /// file. Done once; later calls return at once.
+    pub async fn validate_path(&self) -> Result<()> {
+        self.blocking(|inner| {
+            let mut state = lock(&inner.state);
+            inner.ensure_path(&mut state).map(|_| ())
+        })
+        .await
+    }
+
+    /// Opens the database now (it is otherwise opened by the first storage operation).
+    pub async fn open(&self) -> Result<()> {
+        self.run(|_| Ok(())).await
+    }
+
+    /// Whether the database is open.
+    pub fn is_open(&self) -> bool {
+        self.inner.open.load(Ordering::SeqCst)
+    }
+
+    /// The store identity: `file:<dev>:<ino>:<birthtimeNs>:store:<uuid>` or
+    /// `memory:store:<uuid>`. Opens the database.
+    pub async fn store_identity(&self) -> Result<String> {
+        self.run(|s| Ok(s.identity().to_owned())).await
+    }
+
+    /// Runs `f` on the store's connection, inside the store's lock (diagnostics and tests:
+    /// inspecting rows or pragmas of an in-memory database). Opens the database.
+    pub async fn with_connection<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> T + Send + 'static,
+    ) -> Result<T> {
+        self.run(move |s| Ok(f(s.connection()))).await
+    }
+
+    /// [`Backend::load_stored`] with this crate's error type.
+    pub async fn load(&self, id: &str) -> Result<Option<StoredPrefix>> {
+        let id = id.to_owned();
+        let loaded = self.run(move |s| s.load_stored(&id)).await?;
+        Ok(loaded.map(|(meta, scan)| StoredPrefix {
+            meta: meta.meta,
+            header_value: meta.header_value,
+            events: scan.preserved,
+            invalid_envelope: None,
+            revision: meta.revision,
+            torn: scan.torn_from.map(TornMarker::FromSeq),
+        }))
+    }
+
+    /// [`Backend::read_stored_revision`] with this crate's error type.
+    pub async fn revision(&self, id: &str) -> Result<Option<Revision>> {
+        let id = id.to_owned();
+        self.run(move |s| s.read_stored_revision(&id)).await
+    }
+
+    /// [`Backend::load_stored_from`] with this crate's error type.
+    pub async fn load_from(&self, id: &str, from_seq: u64) -> Result<Option<StoredSuffix>> {
+        let id = id.to_owned();
+        let loaded = self.run(move |s| s.load_stored_from(&id, from_seq)).await?;
+        Ok(loaded.map(|(meta, events)| StoredSuffix {
+            meta: meta.meta,
+            header_value: meta.header_value,
+            events,
+        }))
+    }
+
+    /// [`Backend::append_batch`] with this crate's error type.
+    pub async fn append(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        is_materialized: bool,
+    ) -> Result<()> {
+        let meta = meta.clone();
+        let events = events.to_vec();
+        self.run(move |s| s.append_batch(&meta, &events, is_materialized))
+            .await
+    }
+
+    /// [`Backend::commit_repair`] with this crate's error type; `torn` is the seq marker.
+    pub async fn repair(
+        &self,
+        meta: &SessionHeader,
+        torn: Option<u64>,
+        closers: &[Event],
+    ) -> Result<()> {
+        let meta = meta.clone();
+        let closers = closers.to_vec();
+        self.run(move |s| s.commit_repair(&meta, torn, &closers))
+            .await
+    }
+
+    /// [`Backend::list_snapshots`] with this crate's error type.
+    pub async fn snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
+        let listed = self.run(Store::list).await?;
+        Ok(listed.into_iter().map(|m| (m.meta, m.revision)).collect())
+    }
+
+    /// [`Backend::close`] with this crate's error type. Closing a store that never opened
+    /// only settles its path validation; later operations fail with [`Error::Closed`].
+    pub async fn shutdown(&self) -> Result<()> {
+        self.blocking(|inner| {
+            let mut state = lock(&inner.state);
+            state.closed = true;
+            inner.open.store(false, Ordering::SeqCst);
+            match state.store.take() {
+                Some(store) => store.close(),
+                None => Ok(()),
+            }
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Backend for SqliteBackend {
+    fn name(&self) -> &str {
+        BACKEND_NAME
+    }
+
+    async fn load_stored(&self, id: &str) -> session_persist::Result<Option<StoredPrefix>> {
+        Ok(self.load(id).await?)
+    }
+
+    async fn read_stored_revision(&self, id: &str) -> session_persist::Result<Option<Revision>> {
+        Ok(self.revision(id).await?)
+    }
+
+    fn supports_seek(&self) -> bool {
+        true
+    }
+
+    async fn load_stored_from(
+        &self,
+        id: &str,
+        from_seq: u64,
+    ) -> session_persist::Result<Option<StoredSuffix>> {
+        Ok(self.load_from(id, from_seq).await?)
+    }
+
+    async fn append_batch(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        is_materialized: bool,
+    ) -> session_persist::Result<()> {
+        Ok(self.append(meta, events, is_materialized).await?)
+    }
+
+    async fn commit_repair(
+        &self,
+        meta: &SessionHeader,
+        torn: Option<TornMarker>,
+        closers: &[Event],
+    ) -> session_persist::Result<()> {
+        let torn = match torn {
+            None => None,
+            Some(TornMarker::FromSeq(seq)) => Some(seq),
+            Some(_) => return Err(Error::ForeignMarker.into()),
+        };
+        Ok(self.repair(meta, torn, closers).await?)
+    }
+
+    async fn list(&self) -> session_persist::Result<Vec<SessionHeader>> {
+        let listed = self.run(Store::list).await?;
+        Ok(listed.into_iter().map(|m| m.meta).collect())
+    }
+
+    async fn list_snapshots(&self) -> session_persist::Result<Vec<(SessionHeader, Revision)>> {
+        Ok(self.snapshots().await?)
+    }
+
+    async fn close(&self) -> session_persist::Result<()> {
+        Ok(self.shutdown().await?)
+    }
+}

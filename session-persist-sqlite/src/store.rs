@@ -1,0 +1,447 @@
+//! The synchronous store: one open connection and the storage operations on it.
+//!
+//! Every method runs on the calling thread and may block (on I/O, or on another connection's
+//! lock for up to the busy timeout); the async backend calls them from tokio's blocking pool.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use session_core::chunk_rows::MAX_PACKED_ROW_MEMBERS;
+use session_core::event::seq_value;
+use session_core::json::{Value, write_js_number};
+use session_core::{Event, SESSION_FORMAT_VERSION, SessionHeader, header::js_string};
+use session_persist::{FormatRefusal, Revision};
+
+use crate::codec::{Scan, decode_row, pack_batch, scan_rows};
+use crate::error::{Error, Result};
+use crate::schema::{
+    EVENT_COLUMNS, EventRow, RowData, SESSION_COLUMNS, SessionRow, configure, read_store_id,
+    row_cells, validate_schema_for_mutation,
+};
+use crate::{JournalMode, MEMORY_PATH, path, sql};
+
+/// One open database connection and the identity of its store.
+pub(crate) struct Store {
+    conn: Connection,
+    /// The resolved path, or `:memory:`, as printed in messages.
+    path: String,
+    identity: String,
+}
+
+/// A stored session's header and revision, plus the header as a JSON record.
+pub(crate) struct StoredMeta {
+    pub(crate) meta: SessionHeader,
+    pub(crate) header_value: Value,
+    pub(crate) revision: Revision,
+}
+
+impl Store {
+    /// Opens (creating when needed) and configures the database at `file` (`None`: in
+    /// memory). The deadline for busy journal-mode retries starts now.
+    pub(crate) fn open(
+        file: Option<&PathBuf>,
+        mode: JournalMode,
+        busy_timeout: Duration,
+    ) -> Result<Store> {
+        let started = Instant::now();
+        let (conn, path_text) = match file {
+            None => (Connection::open_in_memory()?, MEMORY_PATH.to_owned()),
+            Some(file) => {
+                path::create_file(file)?;
+                let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+                (
+                    Connection::open_with_flags(file, flags)?,
+                    file.display().to_string(),
+                )
+            }
+        };
+        conn.busy_timeout(busy_timeout)?;
+        configure(&conn, &path_text, mode, started, busy_timeout)?;
+        let store_id = read_store_id(&conn, &path_text)?;
+        let identity = match file {
+            None => format!("memory:store:{store_id}"),
+            Some(file) => format!("{}:store:{store_id}", path::file_identity(file)?),
+        };
+        Ok(Store {
+            conn,
+            path: path_text,
+            identity,
+        })
+    }
+
+    /// Closes the connection.
+    pub(crate) fn close(self) -> Result<()> {
+        self.conn.close().map_err(|(_, e)| Error::Sqlite(e))
+    }
+
+    /// The store identity (`file:…:store:<uuid>` or `memory:store:<uuid>`).
+    pub(crate) fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The underlying connection (tests and tools).
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    fn revision(&self, row: &SessionRow) -> Revision {
+        Revision::new(format!(
+            "{}:incarnation:{}:revision:{}",
+            self.identity, row.incarnation, row.revision
+        ))
+    }
+
+    // ---- transactions ----
+
+    fn rollback(&self, error: Error, op: &'static str) -> Error {
+        match self.conn.execute_batch(sql::ROLLBACK) {
+            Ok(()) => error,
+            Err(rollback) => Error::RollbackFailed {
+                op,
+                error: Box::new(error),
+                rollback: Box::new(Error::Sqlite(rollback)),
+            },
+        }
+    }
+
+    fn transaction<T>(
+        &self,
+        begin: &str,
+        op: &'static str,
+        body: impl FnOnce(&Store) -> Result<T>,
+    ) -> Result<T> {
+        self.conn.execute_batch(begin)?;
+        match body(self).and_then(|v| {
+            self.conn.execute_batch(sql::COMMIT)?;
+            Ok(v)
+        }) {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.rollback(e, op)),
+        }
+    }
+
+    // ---- row access ----
+
+    fn session_row(&self, id: &str) -> Result<Option<SessionRow>> {
+        let cells = self
+            .conn
+            .query_row(sql::SELECT_SESSION, [id], |r| {
+                row_cells(r, SESSION_COLUMNS.len())
+            })
+            .optional()?;
+        cells.map(|c| SessionRow::decode(&c)).transpose()
+    }
+
+    fn session_rows(&self) -> Result<Vec<SessionRow>> {
+        let mut stmt = self.conn.prepare(sql::SELECT_SESSIONS)?;
+        let rows = stmt.query_map([], |r| row_cells(r, SESSION_COLUMNS.len()))?;
+        let mut out = Vec::new();
+        for cells in rows {
+            out.push(SessionRow::decode(&cells?)?);
+        }
+        Ok(out)
+    }
+
+    fn event_rows(&self, statement: &str, params: impl rusqlite::Params) -> Result<Vec<EventRow>> {
+        let mut stmt = self.conn.prepare_cached(statement)?;
+        let rows = stmt.query_map(params, |r| row_cells(r, EVENT_COLUMNS.len()))?;
+        let mut out = Vec::new();
+        for cells in rows {
+            out.push(EventRow::decode(&cells?)?);
+        }
+        Ok(out)
+    }
+
+    fn all_rows(&self, id: &str) -> Result<Vec<EventRow>> {
+        self.event_rows(sql::SELECT_EVENTS, [id])
+    }
+
+    /// The rows from the first physical row that may hold `from_seq` on
+    /// (`physicalSpanFrom`): a packed row starting up to 1,023 seqs earlier may cover it, and a
+    /// packed predecessor that does not decode is included so the scan fails closed.
+    fn physical_span_from(&self, id: &str, from_seq: u64) -> Result<(u64, Vec<EventRow>)> {
+        let floor = (from_seq + 1).saturating_sub(MAX_PACKED_ROW_MEMBERS as u64);
+        let predecessors = self.event_rows(
+            sql::SELECT_PACKED_PREDECESSORS,
+            params![id, to_sql_int(floor), to_sql_int(from_seq)],
+        )?;
+        let mut base = from_seq;
+        for predecessor in &predecessors {
+            let covers = match decode_row(predecessor) {
+                Ok(events) => events.last().is_some_and(|e| e.seq() >= from_seq),
+                Err(_) => true,
+            };
+            if covers {
+                base = base.min(predecessor.seq);
+            }
+        }
+        let rows = self.event_rows(sql::SELECT_EVENTS_FROM, params![id, to_sql_int(base)])?;
+        Ok((base, rows))
+    }
+
+    /// The last logical event, read from the tail (`tailRows` + `logicalLastEvent`).
+    fn logical_last_event(&self, id: &str) -> Result<Option<Event>> {
+        let mut tail = self.event_rows(sql::SELECT_TAIL_EVENTS, params![id, 2])?;
+        tail.reverse();
+        let Some(first) = tail.first() else {
+            return Ok(None);
+        };
+        let (_, rows) = self.physical_span_from(id, first.seq)?;
+        let Some(start) = rows.first().map(|r| r.seq) else {
+            return Ok(None);
+        };
+        let scan = scan_rows(&rows, start)?;
+        if let Some(seq) = scan.torn_from {
+            return Err(Error::InvalidTail {
+                id: id.to_owned(),
+                seq,
+            });
+        }
+        Ok(scan.preserved.last().cloned())
+    }
+
+    fn insert_rows(&self, id: &str, rows: &[EventRow]) -> Result<()> {
+        let mut insert = self.conn.prepare_cached(sql::INSERT_EVENT)?;
+        for row in rows {
+            let data: &dyn rusqlite::ToSql = match &row.data {
+                RowData::Text(s) => s,
+                RowData::Blob(b) => b,
+            };
+            insert.execute(params![
+                id,
+                to_sql_int(row.seq),
+                row.ty,
+                row.time,
+                data,
+                row.source_event_seqs,
+                row.surface_op,
+                row.ignorable,
+            ])?;
+        }
+        Ok(())
+    }
+
+    fn increment_revision(&self, id: &str) -> Result<()> {
+        let changed = self.conn.execute(sql::UPDATE_SESSION_REVISION, [id])?;
+        if changed != 1 {
+            return Err(Error::MetadataRowMissing { id: id.to_owned() });
+        }
+        Ok(())
+    }
+
+    fn write_row(&self, meta: &SessionHeader) -> Result<()> {
+        self.conn.execute(
+            sql::UPSERT_SESSION,
+            params![
+                &*meta.id,
+                SESSION_FORMAT_VERSION,
+                to_sql_int(meta.created_at),
+                meta.cwd.as_deref(),
+                meta.parent_session.as_deref(),
+                meta.seed_length.map(to_sql_int),
+                meta.origin_subagent.then_some("subagent"),
+                meta.delegation_depth.map(to_sql_int),
+                meta.agent_preset.as_deref(),
+                crate::uuid::random_uuid(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn stored_meta(&self, row: &SessionRow) -> Result<StoredMeta> {
+        let (meta, header_value) = row_to_meta(row)?;
+        Ok(StoredMeta {
+            meta,
+            header_value,
+            revision: self.revision(row),
+        })
+    }
+
+    // ---- operations ----
+
+    /// `loadStored`: the session row and every event row in one read transaction, then the
+    /// scan.
+    pub(crate) fn load_stored(&self, id: &str) -> Result<Option<(StoredMeta, Scan)>> {
+        let snapshot = self.transaction(sql::BEGIN, "read", |s| {
+            let Some(row) = s.session_row(id)? else {
+                return Ok(None);
+            };
+            Ok(Some((row, s.all_rows(id)?)))
+        })?;
+        let Some((row, rows)) = snapshot else {
+            return Ok(None);
+        };
+        let scan = scan_rows(&rows, 0)?;
+        Ok(Some((self.stored_meta(&row)?, scan)))
+    }
+
+    /// `readStoredRevision`: one select, no transaction.
+    pub(crate) fn read_stored_revision(&self, id: &str) -> Result<Option<Revision>> {
+        Ok(self.session_row(id)?.map(|row| self.revision(&row)))
+    }
+
+    /// `loadStoredFrom`: the committed events with `seq >= from_seq`, reading only the rows
+    /// that can hold them. A torn tail is left out silently; committed corruption fails.
+    pub(crate) fn load_stored_from(
+        &self,
+        id: &str,
+        from_seq: u64,
+    ) -> Result<Option<(StoredMeta, Vec<Event>)>> {
+        let snapshot = self.transaction(sql::BEGIN, "read", |s| {
+            let Some(row) = s.session_row(id)? else {
+                return Ok(None);
+            };
+            Ok(Some((row, s.physical_span_from(id, from_seq)?)))
+        })?;
+        let Some((row, (base, rows))) = snapshot else {
+            return Ok(None);
+        };
+        let scan = scan_rows(&rows, base)?;
+        let events = scan
+            .preserved
+            .into_iter()
+            .filter(|e| e.seq() >= from_seq)
+            .collect();
+        Ok(Some((self.stored_meta(&row)?, events)))
+    }
+
+    /// `appendBatch`: inside `BEGIN IMMEDIATE`, re-check the schema, reject a batch that does
+    /// not continue the stored log (a stale writer) before any mutation, upsert the session
+    /// row on first publication, insert the packed rows, bump the revision.
+    pub(crate) fn append_batch(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        is_materialized: bool,
+    ) -> Result<()> {
+        let Some(first) = events.first() else {
+            return Ok(());
+        };
+        let rows = pack_batch(events)?;
+        let id = &*meta.id;
+        self.transaction(sql::BEGIN_IMMEDIATE, "append", |s| {
+            validate_schema_for_mutation(&s.conn, &s.path)?;
+            let expected = s.logical_last_event(id)?.map_or(0, |e| e.seq() + 1);
+            if first.seq() != expected {
+                return Err(Error::AppendStart {
+                    id: id.to_owned(),
+                    first: first.seq(),
+                    expected,
+                });
+            }
+            if !is_materialized {
+                s.write_row(meta)?;
+            }
+            s.insert_rows(id, &rows)?;
+            s.increment_revision(id)
+        })
+    }
+
+    /// `commitRepair`: atomically delete the torn tail (checking that it still starts at
+    /// `torn`), append the closers as scalar rows and bump the revision.
+    pub(crate) fn commit_repair(
+        &self,
+        meta: &SessionHeader,
+        torn: Option<u64>,
+        closers: &[Event],
+    ) -> Result<()> {
+        if torn.is_none() && closers.is_empty() {
+            return Ok(());
+        }
+        let rows = closers
+            .iter()
+            .map(crate::codec::bind_event)
+            .collect::<Result<Vec<_>>>()?;
+        let id = &*meta.id;
+        self.transaction(sql::BEGIN_IMMEDIATE, "repair", |s| {
+            validate_schema_for_mutation(&s.conn, &s.path)?;
+            if s.session_row(id)?.is_none() {
+                return Err(Error::MetadataRowMissing { id: id.to_owned() });
+            }
+            let current = scan_rows(&s.all_rows(id)?, 0)?;
+            match (torn, current.torn_from) {
+                (Some(marker), found) => {
+                    if found != Some(marker) {
+                        return Err(Error::StaleRepairTail {
+                            id: id.to_owned(),
+                            marker,
+                        });
+                    }
+                    s.conn
+                        .execute(sql::DELETE_EVENTS_FROM, params![id, to_sql_int(marker)])?;
+                }
+                (None, Some(seq)) => {
+                    return Err(Error::OmittedTornTail {
+                        id: id.to_owned(),
+                        seq,
+                    });
+                }
+                (None, None) => {}
+            }
+            if let Some(first) = closers.first() {
+                let expected = current.preserved.last().map_or(0, |e| e.seq() + 1);
+                if first.seq() != expected {
+                    return Err(Error::StaleCloser {
+                        id: id.to_owned(),
+                        seq: first.seq(),
+                        expected,
+                    });
+                }
+                s.insert_rows(id, &rows)?;
+            }
+            s.increment_revision(id)
+        })
+    }
+
+    /// Every session row, decoded (`list`; unordered).
+    pub(crate) fn list(&self) -> Result<Vec<StoredMeta>> {
+        self.session_rows()?
+            .iter()
+            .map(|row| self.stored_meta(row))
+            .collect()
+    }
+}
+
+/// Seqs and other safe integers always fit an `i64`.
+fn to_sql_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// `rowToMeta`: the header of a validated session row (NULL columns are omitted, so
+/// `delegationDepth` stays absent), and the same as a JSON record in the reference's key
+/// order. A version other than 0 is refused here ([`Error::FormatUnsupported`]).
+pub(crate) fn row_to_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
+    if row.version != SESSION_FORMAT_VERSION {
+        let mut version = String::new();
+        write_js_number(row.version as f64, &mut version);
+        return Err(Error::FormatUnsupported(FormatRefusal::Version {
+            id: js_string(Some(&Value::string(row.id.as_str()))),
+            version,
+            newer: row.version > SESSION_FORMAT_VERSION,
+        }));
+    }
+    let mut meta = SessionHeader::new(row.id.as_str(), row.created_at);
+    meta.cwd = row.cwd.as_deref().map(Into::into);
+    meta.parent_session = row.parent_session.as_deref().map(Into::into);
+    meta.seed_length = row.seed_length;
+    meta.origin_subagent = row.origin.is_some();
+    meta.delegation_depth = row.delegation_depth;
+    meta.agent_preset = row.agent_preset.as_deref().map(Into::into);
+    let mut entries: Vec<(&str, Value)> = vec![
+        ("version", Value::from(0u8)),
+        ("id", Value::string(row.id.as_str())),
+        ("createdAt", seq_value(row.created_at)),
+    ];
+    let text = |k, v: &Option<String>| v.as_deref().map(|s| (k, Value::string(s)));
+    let number = |k, v: Option<u64>| v.map(|n| (k, seq_value(n)));
+    entries.extend(text("cwd", &row.cwd));
+    entries.extend(text("parentSession", &row.parent_session));
+    entries.extend(number("seedLength", row.seed_length));
+    entries.extend(text("origin", &row.origin));
+    entries.extend(number("delegationDepth", row.delegation_depth));
+    entries.extend(text("agentPreset", &row.agent_preset));
+    Ok((meta, Value::object(entries)))
+}
