@@ -72,6 +72,25 @@ fn arb_json() -> impl Strategy<Value = Value> {
     })
 }
 
+/// Well-formed payloads for the three surface types, so that the surface checks are reached.
+fn arb_data() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        arb_json(),
+        Just(Value::parse(
+            r#"{"id":"u","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"hi"}]}"#
+        )
+        .unwrap()),
+        Just(Value::parse(
+            r#"{"turn":1,"step":1,"message":{"id":"a","role":"assistant","source":{"kind":"model","provider":"p","model":"m"},"content":[]}}"#
+        )
+        .unwrap()),
+        Just(Value::parse(
+            r#"{"turn":1,"step":1,"message":{"id":"r","role":"user","source":{"kind":"tool","callId":"c"},"content":[{"type":"tool-result","toolCallId":"c","content":[]}]}}"#
+        )
+        .unwrap()),
+    ]
+}
+
 fn arb_type() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("user/message"),
@@ -148,7 +167,7 @@ proptest! {
     #[test]
     fn arbitrary_appends_fail_only_with_reference_messages(
         steps in prop::collection::vec(
-            (arb_type(), arb_json(), prop::option::of(arb_json()), prop::option::of(arb_json())),
+            (arb_type(), arb_data(), prop::option::of(arb_json()), prop::option::of(arb_json())),
             1..12,
         )
     ) {
