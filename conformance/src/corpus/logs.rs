@@ -26,11 +26,23 @@ pub enum Check {
     Session,
     /// `forks.json`: every fork case.
     Forks,
+    /// `inspect` / `load` / `readFrom` through the persistence service in both encodings, the
+    /// writer's bytes, and every crash variant (including the bytes `load` leaves).
+    Persistence,
+    /// Every `negative/<case>/`.
+    Negative,
 }
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 4] = [Check::Reencode, Check::Pure, Check::Session, Check::Forks];
+    pub const ALL: [Check; 6] = [
+        Check::Reencode,
+        Check::Pure,
+        Check::Session,
+        Check::Forks,
+        Check::Persistence,
+        Check::Negative,
+    ];
 
     /// The check's name on the command line.
     pub fn name(self) -> &'static str {
@@ -39,6 +51,8 @@ impl Check {
             Check::Pure => "pure",
             Check::Session => "session",
             Check::Forks => "forks",
+            Check::Persistence => "persistence",
+            Check::Negative => "negative",
         }
     }
 
@@ -84,6 +98,9 @@ pub(crate) fn check_log(
     }
     if options.checks.contains(&Check::Forks) && dir.join("forks.json").is_file() {
         super::forks::check_forks(&case, &dir.join("forks.json"), &expected, report)?;
+    }
+    if options.checks.contains(&Check::Persistence) {
+        super::persist::check_log(&case, dir, &expected, report)?;
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 mod doc;
 mod forks;
 mod logs;
+mod persist;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -144,6 +145,22 @@ pub fn run(dir: &Path, options: &Options) -> Result<Report, LayoutError> {
                 continue;
             }
             logs::check_log(&logs_dir.join(&name), &name, options, &mut report)?;
+        }
+    }
+    if negative_dir.is_dir() && options.checks.contains(&Check::Negative) {
+        for name in sorted_dirs(&negative_dir)? {
+            if options
+                .filter
+                .as_ref()
+                .is_some_and(|f| !name.contains(f.as_str()))
+            {
+                continue;
+            }
+            persist::check_negative(
+                &format!("negative/{name}"),
+                &negative_dir.join(&name),
+                &mut report,
+            )?;
         }
     }
     Ok(report)
