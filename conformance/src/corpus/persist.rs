@@ -106,7 +106,7 @@ async fn run_op(p: &Persistence, op: &str, id: &str) -> Outcome {
         _ => p
             .read_from(id, 0, None)
             .await
-            .map(|r| (r.meta, r.events.to_vec())),
+            .map(|r| (r.meta, r.events)),
     }
 }
 
