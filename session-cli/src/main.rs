@@ -1,1 +1,130 @@
-fn main() {}
+//! `sessionctl` owns the command line of the session layer: it inspects, repairs, forks,
+//! converts and verifies stored agent sessions, appends to them, and runs a demo.
+//!
+//! Primary pieces: the hand-written argument parser (`args`), session resolution and the
+//! store (`store`: an id under `--root`, a session directory or a session file), the inspect
+//! report (`report`), one module per command group, and the crate's `Error`, which carries
+//! the file, line, byte offset or seq of a failure and a hint on what to do.
+//!
+//! # Key design decision
+//!
+//! Every command goes through the same persistence service an agent harness uses
+//! (`session_persist::Persistence` over the JSONL backend): read commands use its `inspect`
+//! (never writes), `repair` its `load`, `append` and `fork` its write-behind path with flush
+//! barriers. Output is streamed line by line, so large sessions print promptly and memory is
+//! bounded by the session itself.
+//!
+//! # Example
+//!
+//! ```text
+//! $ sessionctl demo
+//! $ sessionctl list
+//! $ sessionctl inspect demo --json
+//! $ printf '%s\n' '{"type":"turn/start","data":{"turn":1}}' '{"flush":true}' \
+//!     | sessionctl append notes --create --cwd /work/notes
+//! {"flushed":0}
+//! {"flushed":0}
+//! ```
+//!
+//! Exit codes: 0 success, 1 failure or violation, 2 usage error. See `docs/cli.md`.
+
+mod args;
+mod cmd_read;
+mod cmd_verify;
+mod cmd_write;
+mod demo;
+mod error;
+mod json;
+mod output;
+mod progress;
+mod render;
+mod report;
+mod store;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use args::{Invocation, Parsed};
+use error::{Error, Result};
+use output::{Out, Style, colour_allowed};
+
+fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
+    match inv.command {
+        "demo" => demo::demo(inv, out),
+        "__demo-writer" => demo::writer(inv),
+        "append" => cmd_write::append(inv, out),
+        "list" => cmd_read::list(inv, out),
+        "inspect" => cmd_read::inspect(inv, out),
+        "repair" => cmd_read::repair(inv, out),
+        "messages" => cmd_read::messages(inv, out),
+        "transcript" => cmd_read::transcript(inv, out),
+        "header" => cmd_read::header(inv, out),
+        "fork" => cmd_write::fork(inv, out),
+        "convert" => cmd_write::convert(inv, out),
+        "verify" => cmd_verify::verify(inv, out),
+        "stats" => cmd_read::stats(inv, out),
+        other => Err(Error::usage(format!("unknown command \"{other}\""))),
+    }
+}
+
+fn report_error(e: &Error, json: bool, no_color: bool) {
+    let mut err = std::io::stderr().lock();
+    if json {
+        let _ = writeln!(err, "{}", e.to_json().to_json());
+    } else {
+        let style = Style::new(colour_allowed(std::io::stderr().is_terminal(), no_color));
+        let _ = write!(err, "{}", e.render(&|s| style.red(s)));
+    }
+}
+
+fn main() -> ExitCode {
+    let mut argv = Vec::new();
+    for a in std::env::args_os().skip(1) {
+        match a.into_string() {
+            Ok(s) => argv.push(s),
+            Err(bad) => {
+                report_error(
+                    &Error::usage(format!(
+                        "argument \"{}\" is not valid UTF-8",
+                        bad.to_string_lossy()
+                    )),
+                    false,
+                    false,
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let json_requested = argv.iter().any(|a| a == "--json");
+    let no_color = argv.iter().any(|a| a == "--no-color");
+    let inv = match args::parse(argv) {
+        Ok(Parsed::Help(text)) => {
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Version) => {
+            let _ = writeln!(
+                std::io::stdout().lock(),
+                "sessionctl {}",
+                env!("CARGO_PKG_VERSION")
+            );
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Run(inv)) => inv,
+        Err(e) => {
+            report_error(&e, json_requested, no_color);
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let mut out = Out::stdout(inv.global.no_color);
+    let result = run(&inv, &mut out).and_then(|()| out.flush().map_err(Error::from));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = out.flush();
+            report_error(&e, inv.global.json, inv.global.no_color);
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

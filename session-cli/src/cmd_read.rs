@@ -1,0 +1,780 @@
+//! The read commands: `list`, `inspect`, `repair`, `messages`, `transcript`, `header`, `stats`.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use session_core::json::Value;
+use session_core::request::{REQUEST_CONTEXT, REQUEST_HEADER, fold_request_header};
+use session_core::{Event, Events};
+use session_persist::jsonl::scan_zstd_frames;
+use session_persist::{Backend, Compression};
+use session_surface::{Transcript, TranscriptEntry, derive_event_message, fold_surface};
+
+use crate::args::Invocation;
+use crate::error::{Error, Location, Result};
+use crate::json::{float, num, obj, opt_num, opt_str, seqs, write_streamed};
+use crate::output::{Out, bytes, rfc3339, table, truncate, utc};
+use crate::progress::with_spinner;
+use crate::render::{join_seqs, message_body, message_heading};
+use crate::report;
+use crate::store::{Store, Target, detect_root_compression, resolve};
+
+/// Lines shown per message unless `--full`.
+const MAX_MESSAGE_LINES: usize = 8;
+
+fn schema(name: &str) -> (&'static str, Value) {
+    ("schema", Value::from(format!("sessionctl.{name}/1")))
+}
+
+/// Writes one JSON document and a newline.
+fn write_doc(out: &mut Out, doc: &Value) -> Result<()> {
+    let mut text = doc.to_json();
+    text.push('\n');
+    std::io::Write::write_all(out.writer(), text.as_bytes())?;
+    Ok(())
+}
+
+/// Opens the store of a SESSION operand.
+pub(crate) fn open_target(
+    inv: &Invocation,
+    operand: &str,
+    read_only: bool,
+) -> Result<(Target, Store)> {
+    let target = resolve(operand, &inv.global, read_only)?;
+    require_root(&target.root)?;
+    let store = Store::for_target(&target)?;
+    Ok((target, store))
+}
+
+/// Refuses a root that does not exist.
+pub(crate) fn require_root(root: &Path) -> Result<()> {
+    if root.is_dir() {
+        return Ok(());
+    }
+    Err(Error::failed_at(
+        format!("store root {} does not exist", root.display()),
+        Some("pass --root DIR (default ./sessions), or a session directory or file path".into()),
+        Location {
+            file: Some(root.to_path_buf()),
+            ..Location::default()
+        },
+    ))
+}
+
+/// Loads the events `load` would return, without writing (inspect semantics).
+pub(crate) fn inspect_events(
+    store: &Store,
+    target: &Target,
+) -> Result<(session_core::SessionHeader, Events)> {
+    let id = target.id.clone();
+    let inspection = with_spinner(format!("reading {id}"), || {
+        store.block_on(store.persistence.inspect(&id, None))
+    })
+    .map_err(|e| store.err(e, target.file.as_deref()))?;
+    Ok((inspection.meta, inspection.events))
+}
+
+/// `events[..=at]`, or all of them.
+pub(crate) fn prefix_at(events: &Events, at: Option<u64>, id: &str) -> Result<Events> {
+    let Some(at) = at else {
+        return Ok(events.clone());
+    };
+    if at >= events.len() as u64 {
+        let last = events.last().map_or_else(
+            || "the log is empty".to_owned(),
+            |e| format!("last seq {}", e.seq()),
+        );
+        return Err(Error::failed_at(
+            format!("seq {at} does not exist in session \"{id}\" ({last})"),
+            Some("pass --at with a seq of the log; `sessionctl inspect` shows its length".into()),
+            Location {
+                seq: Some(at),
+                ..Location::default()
+            },
+        ));
+    }
+    Ok(events.prefix(at as usize + 1))
+}
+
+// ---- list ----
+
+/// One row of `list`.
+struct Row {
+    meta: session_core::SessionHeader,
+    file: Option<String>,
+    events: Option<usize>,
+    torn: bool,
+    error: Option<String>,
+}
+
+/// `list`.
+pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let root = inv.global.root();
+    require_root(&root)?;
+    let compression = inv
+        .global
+        .compression
+        .unwrap_or_else(|| detect_root_compression(&root));
+    let store = Store::open(&root, compression)?;
+    let mut headers = store
+        .block_on(store.persistence.list(None))
+        .map_err(|e| store.err(e, None))?;
+    headers.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+    let mut rows = Vec::with_capacity(headers.len());
+    for meta in headers {
+        let file = store
+            .backend
+            .log_path(&meta)
+            .ok()
+            .map(|p| p.display().to_string());
+        let (events, torn, error) = match store.block_on(store.backend.load_stored(&meta.id)) {
+            Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
+            Ok(None) => (None, false, Some("vanished while listing".to_owned())),
+            Err(e) => (None, false, Some(e.to_string())),
+        };
+        rows.push(Row {
+            meta,
+            file,
+            events,
+            torn,
+            error,
+        });
+    }
+    if inv.global.json {
+        let sessions = Value::array(rows.iter().map(|r| {
+            obj([
+                ("id", Value::from(&*r.meta.id)),
+                ("createdAt", num(r.meta.created_at)),
+                ("created", Value::from(rfc3339(r.meta.created_at))),
+                ("cwd", opt_str(r.meta.cwd.as_deref())),
+                ("events", opt_num(r.events.map(|n| n as u64))),
+                ("parentSession", opt_str(r.meta.parent_session.as_deref())),
+                ("seedLength", opt_num(r.meta.seed_length)),
+                ("tornTail", Value::from(r.torn)),
+                ("file", opt_str(r.file.clone())),
+                ("error", opt_str(r.error.clone())),
+            ])
+        }));
+        let doc = obj([
+            schema("list"),
+            (
+                "root",
+                Value::from(store.backend.root().display().to_string()),
+            ),
+            ("compression", Value::from(compression.as_str())),
+            ("sessions", sessions),
+        ]);
+        write_doc(out, &doc)?;
+    } else if rows.is_empty() {
+        out.line(&format!("no sessions under {}", root.display()))?;
+    } else {
+        let s = out.style;
+        let mut table_rows = vec![vec![
+            "id".to_owned(),
+            "created (UTC)".to_owned(),
+            "cwd".to_owned(),
+            "events".to_owned(),
+            "lineage".to_owned(),
+        ]];
+        for r in &rows {
+            let events = match (&r.events, &r.error) {
+                (Some(n), _) if r.torn => s.yellow(&format!("{n} +torn")),
+                (Some(n), _) => n.to_string(),
+                (None, Some(e)) => s.red(&format!("error: {}", truncate(e, 40))),
+                (None, None) => "-".to_owned(),
+            };
+            let lineage = match (&r.meta.parent_session, r.meta.seed_length) {
+                (Some(p), Some(n)) => format!("← {p} @{n}"),
+                (Some(p), None) => format!("← {p}"),
+                _ => String::new(),
+            };
+            table_rows.push(vec![
+                r.meta.id.to_string(),
+                utc(r.meta.created_at),
+                truncate(r.meta.cwd.as_deref().unwrap_or("-"), 40),
+                events,
+                lineage,
+            ]);
+        }
+        for line in table(&table_rows, &[3], s, "") {
+            out.line(&line)?;
+        }
+    }
+    store.close()
+}
+
+// ---- inspect / repair ----
+
+/// `inspect`.
+pub(crate) fn inspect(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let (target, store) = open_target(inv, inv.operand(0), true)?;
+    let report = report::build(&store, &target)?;
+    if inv.global.json {
+        let mut fields = vec![schema("inspect")];
+        fields.extend(report.to_json_fields());
+        write_doc(out, &obj(fields))?;
+    } else {
+        report.write_human(out)?;
+    }
+    store.close()
+}
+
+/// `repair`.
+pub(crate) fn repair(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let (target, store) = open_target(inv, inv.operand(0), inv.flag("--dry-run"))?;
+    let report = report::build(&store, &target)?;
+    let dry_run = inv.flag("--dry-run");
+    let needed = report.torn.is_some() || !report.closers.is_empty();
+    let mut after: Option<(usize, Option<u64>)> = None;
+    if needed && !dry_run {
+        let id = target.id.clone();
+        let loaded = with_spinner(format!("repairing {id}"), || {
+            store.block_on(store.persistence.load(&id))
+        })
+        .map_err(|e| store.err(e, report.file.as_deref()))?;
+        let size = report
+            .file
+            .as_deref()
+            .and_then(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len());
+        after = Some((loaded.events.len(), size));
+    }
+    if inv.global.json {
+        let mut fields = vec![schema("repair")];
+        fields.extend(report.to_json_fields());
+        fields.push(("dryRun", Value::from(dry_run)));
+        fields.push(("needed", Value::from(needed)));
+        fields.push(("committed", Value::from(after.is_some())));
+        fields.push(("eventCountAfter", opt_num(after.map(|(n, _)| n as u64))));
+        fields.push(("fileBytesAfter", opt_num(after.and_then(|(_, b)| b))));
+        write_doc(out, &obj(fields))?;
+    } else {
+        report.write_human(out)?;
+        out.line("")?;
+        let s = out.style;
+        let line = match (needed, dry_run, after) {
+            (false, _, _) => s.green("nothing to repair: no torn tail and no open turn"),
+            (true, true, _) => s.yellow("dry run: nothing was written"),
+            (true, false, Some((n, size))) => {
+                let mut what = Vec::new();
+                if let Some(t) = &report.torn {
+                    if let (Some(f), Some(c)) = (t.file_bytes, t.truncate_to) {
+                        what.push(format!("cut the torn tail ({} bytes)", f.saturating_sub(c)));
+                    } else {
+                        what.push("cut the torn tail".to_owned());
+                    }
+                }
+                if !report.closers.is_empty() {
+                    what.push(format!(
+                        "appended {} closer{} (seq {}..{})",
+                        report.closers.len(),
+                        if report.closers.len() == 1 { "" } else { "s" },
+                        report.closers[0].seq(),
+                        report.closers[report.closers.len() - 1].seq()
+                    ));
+                }
+                s.green(&format!(
+                    "repaired: {}; the log now holds {n} events{}",
+                    what.join(", "),
+                    size.map(|b| format!(" ({})", bytes(b))).unwrap_or_default()
+                ))
+            }
+            (true, false, None) => String::new(),
+        };
+        out.line(&line)?;
+    }
+    store.close()
+}
+
+// ---- messages ----
+
+/// `messages`.
+pub(crate) fn messages(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let at = inv.seq_option("--at")?;
+    let (target, store) = open_target(inv, inv.operand(0), true)?;
+    let (_, events) = inspect_events(&store, &target)?;
+    let events = prefix_at(&events, at, &target.id)?;
+    let fold = fold_surface(events.iter()).map_err(|e| {
+        Error::failed(
+            format!(
+                "the surface of session \"{}\" does not fold: {e}",
+                target.id
+            ),
+            None,
+        )
+    })?;
+    let items = fold.nodes.iter().filter_map(|n| {
+        let event = events.get(*n as usize)?;
+        derive_event_message(event).map(|m| (event.seq(), m.clone()))
+    });
+    let count = fold
+        .nodes
+        .iter()
+        .filter_map(|n| events.get(*n as usize))
+        .filter(|e| derive_event_message(e).is_some())
+        .count();
+    if inv.global.json {
+        let head = obj([
+            schema("messages"),
+            ("id", Value::from(target.id.as_str())),
+            ("at", opt_num(at)),
+            ("count", num(count as u64)),
+        ]);
+        write_streamed(out.writer(), &head, "messages", items, |(seq, m)| {
+            obj([("seq", num(seq)), ("message", m)])
+        })?;
+    } else {
+        let s = out.style;
+        let as_of = at.map(|a| format!(" as of seq {a}")).unwrap_or_default();
+        out.line(&s.bold(&format!(
+            "{count} model-visible message{} in {}{as_of}",
+            if count == 1 { "" } else { "s" },
+            target.id
+        )))?;
+        let max = (!inv.flag("--full")).then_some(MAX_MESSAGE_LINES);
+        let width = out.width.saturating_sub(4);
+        for (i, (seq, m)) in items.enumerate() {
+            out.line("")?;
+            out.line(&format!(
+                "{} {} {}",
+                s.bold(&format!("[{}]", i + 1)),
+                s.dim(&format!("seq {seq} ·")),
+                s.cyan(&message_heading(&m))
+            ))?;
+            for line in message_body(&m, width, max, s) {
+                out.line(format!("    {line}").trim_end())?;
+            }
+        }
+    }
+    store.close()
+}
+
+// ---- transcript ----
+
+/// `transcript`.
+pub(crate) fn transcript(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let (target, store) = open_target(inv, inv.operand(0), true)?;
+    let (_, events) = inspect_events(&store, &target)?;
+    let transcript = Transcript::from_events(events.iter()).map_err(|e| {
+        Error::failed(
+            format!(
+                "the surface of session \"{}\" does not fold: {e}",
+                target.id
+            ),
+            None,
+        )
+    })?;
+    let mut shadowed_by: HashMap<u64, u64> = HashMap::new();
+    for entry in transcript.iter() {
+        if let TranscriptEntry::Replacement {
+            event,
+            shadowed_seqs,
+            ..
+        } = entry
+        {
+            for s in shadowed_seqs.iter() {
+                shadowed_by.insert(*s, event.seq());
+            }
+        }
+    }
+    if inv.global.json {
+        let head = obj([
+            schema("transcript"),
+            ("id", Value::from(target.id.as_str())),
+            ("count", num(transcript.len() as u64)),
+        ]);
+        write_streamed(out.writer(), &head, "entries", transcript.iter(), |entry| {
+            transcript_json(entry, &shadowed_by)
+        })?;
+    } else {
+        let s = out.style;
+        out.line(&s.bold(&format!(
+            "transcript of {}: {} entr{}",
+            target.id,
+            transcript.len(),
+            if transcript.len() == 1 { "y" } else { "ies" }
+        )))?;
+        let max = (!inv.flag("--full")).then_some(MAX_MESSAGE_LINES);
+        let width = out.width.saturating_sub(4);
+        for entry in transcript.iter() {
+            out.line("")?;
+            match entry {
+                TranscriptEntry::Replacement {
+                    event,
+                    start,
+                    end,
+                    shadowed_seqs,
+                    message,
+                    ..
+                } => {
+                    out.line(&s.magenta(&format!(
+                        "── seq {} · {} replaced the surface range {start}..{end} (seqs {}) ──",
+                        event.seq(),
+                        event.event_type(),
+                        join_seqs(shadowed_seqs)
+                    )))?;
+                    if let Some(m) = message {
+                        out.line(&format!("    {}", s.cyan(&message_heading(m))))?;
+                        for line in message_body(m, width, max, s) {
+                            out.line(format!("    {line}").trim_end())?;
+                        }
+                    }
+                }
+                other => {
+                    let seq = other.seq();
+                    let note = shadowed_by
+                        .get(&seq)
+                        .map(|r| s.magenta(&format!("  (compacted by seq {r})")))
+                        .unwrap_or_default();
+                    let heading = other.message().map_or_else(
+                        || format!("{} (no message)", other.event().event_type()),
+                        message_heading,
+                    );
+                    out.line(&format!(
+                        "{} {}{note}",
+                        s.dim(&format!("seq {seq} ·")),
+                        s.cyan(&heading)
+                    ))?;
+                    if let Some(m) = other.message() {
+                        for line in message_body(m, width, max, s) {
+                            out.line(format!("    {line}").trim_end())?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    store.close()
+}
+
+fn transcript_json(entry: &TranscriptEntry, shadowed_by: &HashMap<u64, u64>) -> Value {
+    match entry {
+        TranscriptEntry::Replacement {
+            event,
+            start,
+            end,
+            shadowed_seqs,
+            message,
+            ..
+        } => obj([
+            ("kind", Value::from("replacement")),
+            ("seq", num(event.seq())),
+            ("type", Value::from(event.event_type())),
+            ("start", num(*start)),
+            ("end", num(*end)),
+            ("shadowedSeqs", seqs(shadowed_seqs)),
+            ("message", message.clone().unwrap_or_default()),
+        ]),
+        other => obj([
+            ("kind", Value::from("message")),
+            ("seq", num(other.seq())),
+            ("type", Value::from(other.event().event_type())),
+            (
+                "shadowedBy",
+                opt_num(shadowed_by.get(&other.seq()).copied()),
+            ),
+            ("message", other.message().cloned().unwrap_or_default()),
+        ]),
+    }
+}
+
+// ---- header ----
+
+/// `header`.
+pub(crate) fn header(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let at = inv.seq_option("--at")?;
+    let (target, store) = open_target(inv, inv.operand(0), true)?;
+    let (_, events) = inspect_events(&store, &target)?;
+    let events = prefix_at(&events, at, &target.id)?;
+    let last_header: Option<Event> = events
+        .iter()
+        .rev()
+        .find(|e| e.event_type() == REQUEST_HEADER)
+        .cloned();
+    let last_context: Option<Event> = events
+        .iter()
+        .rev()
+        .find(|e| e.event_type() == REQUEST_CONTEXT)
+        .cloned();
+    let folded = fold_request_header(last_header.iter(), None);
+    let reason = last_header
+        .as_ref()
+        .and_then(|e| e.data().get("reason"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if inv.global.json {
+        let doc = obj([
+            schema("header"),
+            ("id", Value::from(target.id.as_str())),
+            ("at", opt_num(at)),
+            ("header", folded.clone().unwrap_or_default()),
+            ("headerSeq", opt_num(last_header.as_ref().map(Event::seq))),
+            ("reason", opt_str(reason)),
+            (
+                "context",
+                last_context
+                    .as_ref()
+                    .map(|e| e.data().clone())
+                    .unwrap_or_default(),
+            ),
+            ("contextSeq", opt_num(last_context.as_ref().map(Event::seq))),
+        ]);
+        write_doc(out, &doc)?;
+    } else {
+        let s = out.style;
+        let as_of = at.map(|a| format!(" as of seq {a}")).unwrap_or_default();
+        let Some(h) = folded else {
+            out.line(&format!(
+                "no request header in {}{as_of} (no request/header event)",
+                target.id
+            ))?;
+            return store.close();
+        };
+        let seq = last_header.as_ref().map_or(0, Event::seq);
+        out.line(&s.bold(&format!(
+            "request header of {}{as_of}: set at seq {seq} ({})",
+            target.id,
+            reason.as_deref().unwrap_or("no reason")
+        )))?;
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        if let Some(config) = h.get("config").and_then(Value::as_object) {
+            for (k, v) in config.iter() {
+                rows.push(vec![k.to_owned(), scalar(v)]);
+            }
+        }
+        if let Some(a) = h.get("adapterDefaults") {
+            rows.push(vec!["adapterDefaults".into(), a.to_json()]);
+        }
+        if let Some(tools) = h.get("tools").and_then(Value::as_array) {
+            let names: Vec<String> = tools
+                .as_slice()
+                .iter()
+                .map(|t| {
+                    t.get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_owned()
+                })
+                .collect();
+            rows.push(vec![
+                "tools".into(),
+                format!("{} ({})", names.len(), names.join(", ")),
+            ]);
+        }
+        if let Some(system) = h.get("system").and_then(Value::as_str) {
+            let flat: String = system.split_whitespace().collect::<Vec<_>>().join(" ");
+            rows.push(vec![
+                "system".into(),
+                format!(
+                    "{} ({} chars)",
+                    truncate(&flat, out.width.saturating_sub(30)),
+                    system.chars().count()
+                ),
+            ]);
+        }
+        if let Some(ctx) = &last_context {
+            let d = ctx.data();
+            let mut parts = Vec::new();
+            for k in ["provider", "model", "contextWindow"] {
+                if let Some(v) = d.get(k) {
+                    parts.push(format!("{k} {}", scalar(v)));
+                }
+            }
+            rows.push(vec![
+                "context".into(),
+                format!(
+                    "{} (request/context at seq {})",
+                    parts.join(", "),
+                    ctx.seq()
+                ),
+            ]);
+        }
+        let rows: Vec<Vec<String>> = rows
+            .into_iter()
+            .map(|mut r| {
+                r[0] = s.bold(&r[0]);
+                r
+            })
+            .collect();
+        for line in table(&rows, &[], crate::output::Style::new(false), "  ") {
+            out.line(&line)?;
+        }
+    }
+    store.close()
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.to_string(),
+        other => other.to_json(),
+    }
+}
+
+// ---- stats ----
+
+/// `stats`.
+pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let (target, store) = open_target(inv, inv.operand(0), true)?;
+    let id = target.id.clone();
+    let stored = with_spinner(format!("reading {id}"), || {
+        store.block_on(store.backend.load_stored(&id))
+    })
+    .map_err(|e| store.err(e, target.file.as_deref()))?
+    .ok_or_else(|| {
+        store.err(
+            session_persist::Error::NotFound { id: id.clone() },
+            target.file.as_deref(),
+        )
+    })?;
+    let file = target
+        .file
+        .clone()
+        .or_else(|| store.backend.log_path(&stored.meta).ok());
+    let raw = store
+        .block_on(store.persistence.read_raw(&id, None))
+        .map_err(|e| store.err(e, file.as_deref()))?;
+    let plaintext = raw.as_ref().map_or(0, |r| r.content.len() as u64);
+    let records = raw.as_ref().map_or(0, |r| {
+        r.content
+            .split('\n')
+            .filter(|l| !l.is_empty())
+            .count()
+            .saturating_sub(1)
+    });
+    drop(raw);
+    let (file_bytes, frames) = match file.as_deref() {
+        Some(f) => {
+            let data = std::fs::read(f).map_err(|e| Error::io("read", f, &e))?;
+            let frames = (target.compression == Compression::Zstd)
+                .then(|| scan_zstd_frames(&data, None).ok())
+                .flatten()
+                .map(|scan| (scan.frames.len(), scan.torn_start.is_some()));
+            (data.len() as u64, frames)
+        }
+        None => (0, None),
+    };
+    let mut per_type: Vec<(String, u64, u64)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut buf = String::new();
+    for e in &stored.events {
+        buf.clear();
+        e.write_json(&mut buf);
+        let b = buf.len() as u64 + 1;
+        if let Some(i) = index.get(e.event_type()) {
+            per_type[*i].1 += 1;
+            per_type[*i].2 += b;
+        } else {
+            index.insert(e.event_type().to_owned(), per_type.len());
+            per_type.push((e.event_type().to_owned(), 1, b));
+        }
+    }
+    per_type.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    let event_bytes: u64 = per_type.iter().map(|t| t.2).sum();
+    let ratio = if file_bytes > 0 {
+        plaintext as f64 / file_bytes as f64
+    } else {
+        0.0
+    };
+    if inv.global.json {
+        let doc = obj([
+            schema("stats"),
+            ("id", Value::from(id.as_str())),
+            (
+                "file",
+                opt_str(file.as_ref().map(|f| f.display().to_string())),
+            ),
+            ("compression", Value::from(target.compression.as_str())),
+            ("fileBytes", num(file_bytes)),
+            ("plaintextBytes", num(plaintext)),
+            ("compressionRatio", float((ratio * 1000.0).round() / 1000.0)),
+            ("frames", opt_num(frames.map(|f| f.0 as u64))),
+            ("records", num(records as u64)),
+            ("events", num(stored.events.len() as u64)),
+            ("eventBytes", num(event_bytes)),
+            ("tornTail", Value::from(stored.torn.is_some())),
+            (
+                "byType",
+                Value::array(per_type.iter().map(|(t, n, b)| {
+                    obj([
+                        ("type", Value::from(t.as_str())),
+                        ("count", num(*n)),
+                        ("bytes", num(*b)),
+                    ])
+                })),
+            ),
+        ]);
+        write_doc(out, &doc)?;
+    } else {
+        let s = out.style;
+        let mut rows = vec![
+            vec![s.bold("session"), id.clone()],
+            vec![
+                s.bold("file"),
+                file.as_ref()
+                    .map_or_else(|| "-".into(), |f| f.display().to_string()),
+            ],
+            vec![
+                s.bold("on disk"),
+                format!(
+                    "{} ({file_bytes} bytes, {})",
+                    bytes(file_bytes),
+                    target.compression.as_str()
+                ),
+            ],
+            vec![
+                s.bold("plaintext"),
+                format!(
+                    "{} ({plaintext} bytes, {records} records)",
+                    bytes(plaintext)
+                ),
+            ],
+            vec![s.bold("ratio"), format!("{ratio:.2}x")],
+            vec![
+                s.bold("events"),
+                format!(
+                    "{} ({} as unpacked JSON lines){}",
+                    stored.events.len(),
+                    bytes(event_bytes),
+                    if stored.torn.is_some() {
+                        ", torn tail"
+                    } else {
+                        ""
+                    }
+                ),
+            ],
+        ];
+        if let Some((n, torn)) = frames {
+            rows.push(vec![
+                s.bold("frames"),
+                format!("{n} complete{}", if torn { " + 1 torn" } else { "" }),
+            ]);
+        }
+        for line in table(&rows, &[], crate::output::Style::new(false), "") {
+            out.line(&line)?;
+        }
+        out.line("")?;
+        let mut rows = vec![vec![
+            "type".to_owned(),
+            "count".to_owned(),
+            "bytes".to_owned(),
+            "share".to_owned(),
+        ]];
+        for (t, n, b) in &per_type {
+            let share = if event_bytes > 0 {
+                *b as f64 * 100.0 / event_bytes as f64
+            } else {
+                0.0
+            };
+            rows.push(vec![
+                t.clone(),
+                n.to_string(),
+                bytes(*b),
+                format!("{share:.1}%"),
+            ]);
+        }
+        for line in table(&rows, &[1, 2, 3], s, "  ") {
+            out.line(&line)?;
+        }
+    }
+    store.close()
+}

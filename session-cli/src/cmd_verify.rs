@@ -1,0 +1,308 @@
+//! `verify`: the conformance invariants over session files or whole directories.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use conformance::invariants::{
+    Check, check_closers_balance, check_incremental_derivation, check_persistence_round_trip,
+    check_replay_marker, check_seqs_contiguous, check_surface_matches_fold,
+    check_transcript_holds_appends, check_turn_invariant,
+};
+use session_core::json::Value;
+use session_core::{Events, FixedClock, SharedClock};
+use session_persist::Backend;
+use session_surface::Session;
+
+use crate::args::Invocation;
+use crate::error::{Error, Location, Result};
+use crate::json::{num, obj, opt_num, opt_str};
+use crate::output::{Out, truncate};
+use crate::progress::with_spinner;
+use crate::store::{Store, compression_of, placement, stage};
+
+/// One check's outcome.
+struct Outcome {
+    name: &'static str,
+    violation: Option<String>,
+}
+
+/// The result for one file.
+struct FileResult {
+    file: PathBuf,
+    id: Option<String>,
+    events: Option<usize>,
+    error: Option<Error>,
+    checks: Vec<Outcome>,
+}
+
+impl FileResult {
+    fn ok(&self) -> bool {
+        self.error.is_none() && self.checks.iter().all(|c| c.violation.is_none())
+    }
+}
+
+/// Collects the session logs named by `path` (a file, or every log below a directory).
+fn collect(path: &Path, into: &mut Vec<PathBuf>) -> Result<()> {
+    if path.is_file() {
+        into.push(path.to_path_buf());
+        return Ok(());
+    }
+    if !path.is_dir() {
+        return Err(Error::failed_at(
+            format!("{} does not exist", path.display()),
+            Some(
+                "pass session.jsonl / session.jsonl.zstd files or directories holding them".into(),
+            ),
+            Location {
+                file: Some(path.to_path_buf()),
+                ..Location::default()
+            },
+        ));
+    }
+    let mut stack = vec![path.to_path_buf()];
+    let mut found = Vec::new();
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| Error::io("read", &dir, &e))?;
+        for entry in entries.flatten() {
+            let p = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(p);
+            } else if kind.is_file()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(compression_of)
+                    .is_some()
+            {
+                found.push(p);
+            }
+        }
+    }
+    if found.is_empty() {
+        return Err(Error::failed_at(
+            format!(
+                "no session.jsonl or session.jsonl.zstd below {}",
+                path.display()
+            ),
+            None,
+            Location {
+                file: Some(path.to_path_buf()),
+                ..Location::default()
+            },
+        ));
+    }
+    found.sort();
+    into.extend(found);
+    Ok(())
+}
+
+fn outcome(name: &'static str, check: Check) -> Outcome {
+    Outcome {
+        name,
+        violation: check.err().map(|v| v.detail),
+    }
+}
+
+fn verify_file(file: &Path, strict: bool) -> FileResult {
+    let mut result = FileResult {
+        file: file.to_path_buf(),
+        id: None,
+        events: None,
+        error: None,
+        checks: Vec::new(),
+    };
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let Some(compression) = compression_of(name) else {
+        result.error = Some(Error::failed(
+            format!("{} is not a session log", file.display()),
+            None,
+        ));
+        return result;
+    };
+    let located = placement(file, compression).and_then(|place| match &place.root {
+        Some(root) => Ok((root.clone(), place.id, None)),
+        None => stage(file, compression, &place)
+            .map(|staged| (staged.root().to_path_buf(), place.id, Some(staged))),
+    });
+    let (root, id, _staged) = match located {
+        Ok(l) => l,
+        Err(e) => {
+            result.error = Some(e);
+            return result;
+        }
+    };
+    result.id = Some(id.clone());
+    let run = || -> Result<(Vec<Outcome>, usize)> {
+        let store = Store::open(&root, compression)?;
+        let inspection = store
+            .block_on(store.persistence.inspect(&id, None))
+            .map_err(|e| store.err(e, Some(file)))?;
+        let stored = store
+            .block_on(store.backend.load_stored(&id))
+            .map_err(|e| store.err(e, Some(file)))?
+            .map_or(0, |p| p.events.len())
+            .min(inspection.events.len());
+        store.close()?;
+        let events = inspection.events;
+        let prefix: Events = events.prefix(stored);
+        let clock: SharedClock = Arc::new(FixedClock::new(0));
+        let mut checks = vec![outcome("seqs_contiguous", check_seqs_contiguous(&events))];
+        match Session::create_from_events(
+            id.as_str(),
+            Some(events.clone()),
+            Some(inspection.meta.to_value()),
+            clock,
+        ) {
+            Ok(session) => {
+                checks.push(outcome(
+                    "surface_matches_fold",
+                    check_surface_matches_fold(&session),
+                ));
+                checks.push(outcome(
+                    "incremental_derivation",
+                    check_incremental_derivation(&session),
+                ));
+                checks.push(outcome(
+                    "transcript_holds_appends",
+                    check_transcript_holds_appends(&session),
+                ));
+                checks.push(outcome("replay_marker", check_replay_marker(&session)));
+            }
+            Err(e) => checks.push(Outcome {
+                name: "session_builds",
+                violation: Some(e.to_string()),
+            }),
+        }
+        checks.push(outcome("closers_balance", check_closers_balance(&prefix)));
+        let all = prefix.to_vec();
+        let cuts: Vec<usize> = all
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e.event_type(), "turn/start" | "step/start"))
+            .map(|(i, _)| i)
+            .collect();
+        checks.push(outcome(
+            "persistence_round_trip",
+            check_persistence_round_trip(&prefix, &cuts, compression, true),
+        ));
+        if strict {
+            checks.push(outcome("turn_invariant", check_turn_invariant(&events)));
+        }
+        Ok((checks, events.len()))
+    };
+    match run() {
+        Ok((checks, n)) => {
+            result.checks = checks;
+            result.events = Some(n);
+        }
+        Err(e) => result.error = Some(e),
+    }
+    result
+}
+
+/// `verify`.
+pub(crate) fn verify(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let strict = inv.flag("--strict");
+    let mut files = Vec::new();
+    for p in &inv.operands {
+        collect(Path::new(p), &mut files)?;
+    }
+    let total = files.len();
+    let results: Vec<FileResult> = with_spinner(format!("verifying {total} logs"), || {
+        files.iter().map(|f| verify_file(f, strict)).collect()
+    });
+    let failed = results.iter().filter(|r| !r.ok()).count();
+    if inv.global.json {
+        let files = Value::array(results.iter().map(|r| {
+            obj([
+                ("file", Value::from(r.file.display().to_string())),
+                ("id", opt_str(r.id.clone())),
+                ("events", opt_num(r.events.map(|n| n as u64))),
+                ("ok", Value::from(r.ok())),
+                (
+                    "error",
+                    r.error.as_ref().map_or(Value::Null, |e| {
+                        e.to_json().get("error").cloned().unwrap_or_default()
+                    }),
+                ),
+                (
+                    "checks",
+                    Value::array(r.checks.iter().map(|c| {
+                        obj([
+                            ("name", Value::from(c.name)),
+                            ("ok", Value::from(c.violation.is_none())),
+                            ("violation", opt_str(c.violation.clone())),
+                        ])
+                    })),
+                ),
+            ])
+        }));
+        let doc = obj([
+            ("schema", Value::from("sessionctl.verify/1")),
+            ("strict", Value::from(strict)),
+            ("files", files),
+            ("checked", num(total as u64)),
+            ("failed", num(failed as u64)),
+        ]);
+        out.line(&doc.to_json())?;
+    } else {
+        let s = out.style;
+        for r in &results {
+            let label = format!(
+                "{}{}",
+                r.file.display(),
+                r.id.as_ref().map(|i| format!(" ({i})")).unwrap_or_default()
+            );
+            if r.ok() {
+                out.line(&format!(
+                    "{} {label}: {} checks, {} events",
+                    s.green("ok  "),
+                    r.checks.len(),
+                    r.events.unwrap_or(0)
+                ))?;
+                continue;
+            }
+            out.line(&format!("{} {label}", s.red("FAIL")))?;
+            if let Some(e) = &r.error {
+                out.line(&format!("      cannot read: {e}"))?;
+                let loc = e.location();
+                if loc.line.is_some() || loc.offset.is_some() || loc.seq.is_some() {
+                    let mut parts = Vec::new();
+                    if let Some(l) = loc.line {
+                        parts.push(format!("line {l}"));
+                    }
+                    if let Some(o) = loc.offset {
+                        parts.push(format!("byte {o}"));
+                    }
+                    if let Some(q) = loc.seq {
+                        parts.push(format!("seq {q}"));
+                    }
+                    out.line(&format!("      where: {}", parts.join(", ")))?;
+                }
+            }
+            for c in &r.checks {
+                if let Some(v) = &c.violation {
+                    out.line(&format!(
+                        "      {} {}: {}",
+                        s.red("violated"),
+                        c.name,
+                        truncate(v, out.width.saturating_sub(20).max(40))
+                    ))?;
+                }
+            }
+        }
+        out.line("")?;
+        let summary = format!("{} passed, {failed} failed", total - failed);
+        out.line(&if failed == 0 {
+            s.green(&summary)
+        } else {
+            s.red(&summary)
+        })?;
+    }
+    if failed > 0 {
+        return Err(Error::Violations { sessions: failed });
+    }
+    Ok(())
+}

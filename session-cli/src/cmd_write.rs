@@ -1,0 +1,533 @@
+//! The writing commands: `append`, `fork`, `convert`.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use session_core::event::seq_value;
+use session_core::json::Value;
+use session_core::{Event, Events};
+use session_fork::fork_events;
+use session_persist::{Backend, Compression};
+use session_store::{PrepareOptions, SessionPreparation, SharedSession};
+use session_surface::Draft;
+
+use crate::args::Invocation;
+use crate::cmd_read::{inspect_events, open_target, require_root};
+use crate::error::{Error, Location, Result};
+use crate::json::{num, obj, opt_str};
+use crate::output::{Out, bytes};
+use crate::report::turns;
+use crate::store::{Store, Target, detect_root_compression, find_files};
+
+fn schema(name: &str) -> (&'static str, Value) {
+    ("schema", Value::from(format!("sessionctl.{name}/1")))
+}
+
+fn store_err(e: &session_store::Error) -> Error {
+    match e.as_fork() {
+        Some(f) => Error::Fork {
+            error: f.clone(),
+            hint: None,
+        },
+        None => Error::failed(e.to_string(), None),
+    }
+}
+
+// ---- append ----
+
+/// A parsed input line of `append`.
+enum Line {
+    Draft(Draft),
+    Flush,
+}
+
+/// Parses one input line into a draft or a flush barrier.
+fn parse_line(text: &str) -> std::result::Result<Line, String> {
+    let value = Value::parse(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let Some(o) = value.as_object() else {
+        return Err("a draft must be a JSON object".into());
+    };
+    if o.contains_key("flush") {
+        if o.len() == 1 && o.get("flush").and_then(Value::as_bool) == Some(true) {
+            return Ok(Line::Flush);
+        }
+        return Err("a flush barrier is exactly {\"flush\":true}".into());
+    }
+    for (k, _) in o.iter() {
+        if !matches!(k, "type" | "data" | "surfaceOp" | "sourceEventSeqs") {
+            let why = match k {
+                "seq" | "time" => " (seq and time are assigned by the session)",
+                _ => "",
+            };
+            return Err(format!(
+                "unknown key \"{k}\"{why}; a draft has type, data, surfaceOp?, sourceEventSeqs?"
+            ));
+        }
+    }
+    let Some(ty) = o
+        .get("type")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    else {
+        return Err("a draft needs a non-empty string \"type\"".into());
+    };
+    let Some(data) = o.get("data") else {
+        return Err("a draft needs \"data\" (null is allowed)".into());
+    };
+    let mut draft = Draft::new(ty, data.clone());
+    if let Some(op) = o.get("surfaceOp") {
+        draft = draft.surface_op_value(op.clone());
+    }
+    if let Some(seqs) = o.get("sourceEventSeqs") {
+        draft = draft.sources_value(seqs.clone());
+    }
+    Ok(Line::Draft(draft))
+}
+
+/// Flushes and acknowledges with `{"flushed":SEQ}` on stdout.
+fn barrier(store: &Store, session: &SharedSession, out: &mut Out) -> Result<()> {
+    store
+        .block_on(store.sessions.flush(session))
+        .map_err(|e| match e {
+            session_store::Error::Listener(inner) => Error::failed(
+                format!("flush failed: {inner}"),
+                Some("the events stay in memory only; check the store root and retry".into()),
+            ),
+            other => store_err(&other),
+        })?;
+    let seq = session.seq();
+    let flushed = if seq == 0 { Value::Null } else { num(seq - 1) };
+    out.line(&obj([("flushed", flushed)]).to_json())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `append`.
+pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let create = inv.flag("--create");
+    if inv.value("--cwd").is_some() && !create {
+        return Err(Error::usage("--cwd is only used with --create"));
+    }
+    let operand = inv.operand(0);
+    let target = if create {
+        let root = inv.global.root();
+        Target {
+            compression: inv
+                .global
+                .compression
+                .unwrap_or_else(|| detect_root_compression(&root)),
+            id: operand.to_owned(),
+            file: None,
+            staged: None,
+            root,
+        }
+    } else {
+        let target = crate::store::resolve(operand, &inv.global, false)?;
+        require_root(&target.root)?;
+        target
+    };
+    let store = Store::for_target(&target)?;
+    let mut _preparation: Option<SessionPreparation> = None;
+    let session = if create {
+        if let Some((file, _)) = find_files(&target.root, &target.id).first() {
+            return Err(Error::failed_at(
+                format!("session \"{}\" already exists", target.id),
+                Some("drop --create to append to it, or choose another id".into()),
+                Location {
+                    file: Some(file.clone()),
+                    ..Location::default()
+                },
+            ));
+        }
+        let cwd = match inv.value("--cwd") {
+            Some(c) => {
+                std::path::absolute(c).map_err(|e| Error::io("resolve", Path::new(c), &e))?
+            }
+            None => std::env::current_dir().map_err(|e| Error::io("read", Path::new("."), &e))?,
+        };
+        let meta = obj([("cwd", Value::from(cwd.display().to_string()))]);
+        let (session, _detach) = store
+            .sessions
+            .create(
+                Some(&target.id),
+                PrepareOptions {
+                    meta: Some(meta),
+                    ..PrepareOptions::default()
+                },
+            )
+            .map_err(|e| match e {
+                session_store::Error::Listener(inner) => Error::failed(inner.to_string(), None),
+                other => store_err(&other),
+            })?;
+        session
+    } else {
+        let id = target.id.clone();
+        let preparation = store
+            .block_on(store.persistence.prepare(&id, None))
+            .map_err(|e| store.err(e, target.file.as_deref()))?;
+        let session = preparation.session().clone();
+        store.sessions.enter(&session).map_err(|e| store_err(&e))?;
+        store
+            .sessions
+            .announce(&session)
+            .map_err(|e| store_err(&e))?;
+        _preparation = Some(preparation);
+        session
+    };
+
+    let mut rejected = 0usize;
+    let mut total = 0usize;
+    let stdin = std::io::stdin();
+    let mut err = std::io::stderr();
+    for (i, line) in stdin.lock().lines().enumerate() {
+        let n = i + 1;
+        let line = line.map_err(|e| {
+            Error::failed(format!("cannot read standard input at line {n}: {e}"), None)
+        })?;
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        match parse_line(text) {
+            Ok(Line::Flush) => barrier(&store, &session, out)?,
+            Ok(Line::Draft(draft)) => {
+                total += 1;
+                if let Err(e) = session.append(draft) {
+                    rejected += 1;
+                    let _ = writeln!(err, "sessionctl: line {n}: rejected: {e}");
+                }
+            }
+            Err(why) => {
+                total += 1;
+                rejected += 1;
+                let _ = writeln!(err, "sessionctl: line {n}: rejected: {why}");
+            }
+        }
+    }
+    barrier(&store, &session, out)?;
+    store.close()?;
+    if rejected > 0 {
+        return Err(Error::failed(
+            format!("{rejected} of {total} drafts were rejected (the accepted ones are durable)"),
+            Some("each rejected line is reported above with its line number".into()),
+        ));
+    }
+    Ok(())
+}
+
+// ---- fork ----
+
+/// The first free `<parent>-fork-<n>` under `root`.
+fn mint_child_id(root: &Path, parent: &str) -> String {
+    (1u64..=u64::from(u32::MAX))
+        .map(|n| format!("{parent}-fork-{n}"))
+        .find(|id| find_files(root, id).is_empty())
+        .unwrap_or_else(|| format!("{parent}-fork"))
+}
+
+/// A suggestion for an `OPEN_TURN` refusal: the closed boundaries around the open turn.
+fn boundary_hint(events: &Events, at: u64) -> Option<String> {
+    let all = turns(
+        events
+            .prefix((at as usize + 1).min(events.len()))
+            .iter()
+            .cloned(),
+    );
+    let open = all.last().filter(|t| t.end.is_none())?;
+    let closed = turns(events.iter().cloned())
+        .into_iter()
+        .find(|t| t.start == open.start)
+        .and_then(|t| t.end);
+    let mut options = Vec::new();
+    if open.start > 0 {
+        options.push(format!(
+            "--at {} (before turn {})",
+            open.start - 1,
+            open.turn.to_json()
+        ));
+    }
+    if let Some(end) = closed {
+        options.push(format!("--at {end} (its turn/end)"));
+    }
+    (!options.is_empty()).then(|| {
+        format!(
+            "fork at a closed boundary instead: {}",
+            options.join(" or ")
+        )
+    })
+}
+
+/// `fork`.
+pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let at = inv.seq_option("--at")?;
+    let (target, store) = open_target(inv, inv.operand(0), false)?;
+    let (meta, events) = inspect_events(&store, &target)?;
+    let child_id = match inv.value("--id") {
+        Some("") => return Err(Error::usage("--id must not be empty")),
+        Some(id) => id.to_owned(),
+        None => mint_child_id(&target.root, &target.id),
+    };
+    if child_id == target.id || !find_files(&target.root, &child_id).is_empty() {
+        return Err(Error::Fork {
+            error: session_fork::ForkError::already_exists(&child_id),
+            hint: Some("choose another --id (or omit it to mint one)".into()),
+        });
+    }
+    let boundary = at.map(seq_value);
+    let child = fork_events(
+        &target.id,
+        meta.cwd.as_deref(),
+        &events,
+        boundary.as_ref(),
+        &child_id,
+        store.sessions.clock().clone(),
+    )
+    .map_err(|e| match e.as_fork() {
+        Some(f) => Error::Fork {
+            error: f.clone(),
+            hint: match f.code() {
+                session_fork::ForkErrorCode::OpenTurn => {
+                    boundary_hint(&events, at.unwrap_or(events.len().saturating_sub(1) as u64))
+                }
+                _ => Some("`sessionctl inspect` lists the turns and the last seq".into()),
+            },
+        },
+        None => Error::failed(format!("the fork child is invalid: {e}"), None),
+    })?;
+    let seed_length = child.header().seed_length.unwrap_or(0);
+    let shared = SharedSession::new(child);
+    store.sessions.enter(&shared).map_err(|e| store_err(&e))?;
+    store.sessions.announce(&shared).map_err(|e| match e {
+        session_store::Error::Listener(inner) => Error::failed(inner.to_string(), None),
+        other => store_err(&other),
+    })?;
+    store
+        .block_on(store.sessions.flush(&shared))
+        .map_err(|e| Error::failed(format!("writing the fork child failed: {e}"), None))?;
+    let header = shared.header();
+    let path = store.persistence.locate(&header).map(|l| l.path);
+    let child_events = shared.seq();
+    if inv.global.json {
+        let doc = obj([
+            schema("fork"),
+            ("parent", Value::from(target.id.as_str())),
+            ("at", at.map_or(Value::Null, num)),
+            (
+                "child",
+                obj([
+                    ("id", Value::from(child_id.as_str())),
+                    (
+                        "file",
+                        opt_str(path.as_ref().map(|p| p.display().to_string())),
+                    ),
+                    ("seedLength", num(seed_length)),
+                    ("events", num(child_events)),
+                    ("header", header.to_value()),
+                ]),
+            ),
+        ]);
+        out.line(&doc.to_json())?;
+    } else {
+        let s = out.style;
+        out.line(&s.green(&format!(
+            "forked {} at seq {} into {child_id}",
+            target.id,
+            seed_length.saturating_sub(1)
+        )))?;
+        out.line(&format!(
+            "  inherits {seed_length} events, then a session/end-seed marker ({child_events} events)"
+        ))?;
+        if let Some(p) = &path {
+            out.line(&format!("  file {}", p.display()))?;
+        }
+    }
+    store.close()
+}
+
+// ---- convert ----
+
+/// Append batches as a live loop writes them: a new batch at every `turn/start` and
+/// `step/start`.
+pub(crate) fn batches(events: &[Event]) -> Vec<&[Event]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, e) in events.iter().enumerate() {
+        if i > start && matches!(e.event_type(), "turn/start" | "step/start") {
+            out.push(&events[start..i]);
+            start = i;
+        }
+    }
+    if start < events.len() {
+        out.push(&events[start..]);
+    }
+    out
+}
+
+fn parse_to(text: &str) -> Result<Compression> {
+    match text {
+        "zstd" => Ok(Compression::Zstd),
+        "none" => Ok(Compression::None),
+        other => Err(Error::usage(format!(
+            "--to expects zstd or none, got \"{other}\""
+        ))),
+    }
+}
+
+/// `convert`.
+pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let to = inv.value("--to").map(parse_to).transpose()?;
+    let (target, store) = open_target(inv, inv.operand(0), true)?;
+    let to = to.unwrap_or_else(|| target.compression.opposite());
+    let dest_root = PathBuf::from(inv.operand(1));
+    let same_root = std::path::absolute(&dest_root).ok() == std::path::absolute(&target.root).ok();
+    if same_root && to == target.compression {
+        return Err(Error::usage(
+            "DEST is the session's own root with the same encoding; pass another root or --to",
+        ));
+    }
+    if same_root {
+        return Err(Error::failed(
+            "a root holds one encoding; convert into another root".to_owned(),
+            Some("pass a DEST directory other than the session's root".into()),
+        ));
+    }
+    // Validate the whole log first (the reference's read path), then take the stored events.
+    let (_, _) = inspect_events(&store, &target)?;
+    let id = target.id.clone();
+    let stored = store
+        .block_on(store.backend.load_stored(&id))
+        .map_err(|e| store.err(e, target.file.as_deref()))?
+        .ok_or_else(|| store.err(session_persist::Error::NotFound { id: id.clone() }, None))?;
+    let source_file = target
+        .file
+        .clone()
+        .or_else(|| store.backend.log_path(&stored.meta).ok());
+    if stored.torn.is_some() {
+        return Err(Error::failed_at(
+            format!(
+                "session \"{id}\" has a torn tail; convert copies events unchanged and will not drop it"
+            ),
+            Some(format!(
+                "run `sessionctl repair {id}` first (or `inspect` to see what it cuts)"
+            )),
+            Location {
+                file: source_file,
+                ..Location::default()
+            },
+        ));
+    }
+    if stored.events.is_empty() {
+        return Err(Error::failed_at(
+            format!("session \"{id}\" has no events; a log is only written with its first batch"),
+            None,
+            Location {
+                file: source_file,
+                ..Location::default()
+            },
+        ));
+    }
+    if let Some((file, _)) = find_files(&dest_root, &id).first() {
+        return Err(Error::failed_at(
+            format!(
+                "session \"{id}\" already exists under {}",
+                dest_root.display()
+            ),
+            Some("choose another DEST root, or remove that session first".into()),
+            Location {
+                file: Some(file.clone()),
+                ..Location::default()
+            },
+        ));
+    }
+    let dest = Store::open(&dest_root, to)?;
+    let plan = batches(&stored.events);
+    for (i, batch) in plan.iter().enumerate() {
+        dest.block_on(dest.backend.append_batch(&stored.meta, batch, i > 0))
+            .map_err(|e| dest.err(e, None))?;
+    }
+    let dest_file = dest.backend.log_path(&stored.meta).ok();
+    // Verify: a fresh backend reads back the same header and events.
+    let check = Store::open(&dest_root, to)?;
+    let reread = check
+        .block_on(check.backend.load_stored(&id))
+        .map_err(|e| check.err(e, dest_file.as_deref()))?;
+    let verified = reread
+        .as_ref()
+        .is_some_and(|r| r.torn.is_none() && r.meta == stored.meta && r.events == stored.events);
+    if !verified {
+        return Err(Error::failed_at(
+            format!("the converted log of \"{id}\" does not read back identical"),
+            Some("the destination was left in place for examination".into()),
+            Location {
+                file: dest_file,
+                ..Location::default()
+            },
+        ));
+    }
+    let source_text = store
+        .block_on(store.persistence.read_raw(&id, None))
+        .ok()
+        .flatten()
+        .map(|r| r.content);
+    let dest_text = check
+        .block_on(check.persistence.read_raw(&id, None))
+        .ok()
+        .flatten()
+        .map(|r| r.content);
+    let text_identical = source_text.is_some() && source_text == dest_text;
+    let size = |p: &Option<PathBuf>| {
+        p.as_deref()
+            .and_then(|f| std::fs::metadata(f).ok())
+            .map_or(0, |m| m.len())
+    };
+    let (from_bytes, to_bytes) = (size(&source_file), size(&dest_file));
+    if inv.global.json {
+        let side = |file: &Option<PathBuf>, c: Compression, n: u64| {
+            obj([
+                (
+                    "file",
+                    opt_str(file.as_ref().map(|f| f.display().to_string())),
+                ),
+                ("compression", Value::from(c.as_str())),
+                ("bytes", num(n)),
+            ])
+        };
+        let doc = obj([
+            schema("convert"),
+            ("id", Value::from(id.as_str())),
+            ("from", side(&source_file, target.compression, from_bytes)),
+            ("to", side(&dest_file, to, to_bytes)),
+            ("events", num(stored.events.len() as u64)),
+            ("batches", num(plan.len() as u64)),
+            ("verified", Value::from(true)),
+            ("logicalTextIdentical", Value::from(text_identical)),
+        ]);
+        out.line(&doc.to_json())?;
+    } else {
+        let s = out.style;
+        out.line(&s.green(&format!(
+            "converted {id}: {} events in {} batches, {} → {}",
+            stored.events.len(),
+            plan.len(),
+            target.compression.as_str(),
+            to.as_str()
+        )))?;
+        if let Some(f) = &source_file {
+            out.line(&format!("  from {} ({})", f.display(), bytes(from_bytes)))?;
+        }
+        if let Some(f) = &dest_file {
+            out.line(&format!("  to   {} ({})", f.display(), bytes(to_bytes)))?;
+        }
+        out.line(&format!(
+            "  verified: header and events read back identical; logical text {}",
+            if text_identical {
+                "identical"
+            } else {
+                "re-encoded (chunk packing differs)"
+            }
+        ))?;
+    }
+    check.close()?;
+    dest.close()?;
+    store.close()
+}

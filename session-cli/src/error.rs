@@ -1,0 +1,391 @@
+//! The error type of `sessionctl`: every failure, where it happened, and what to do about it.
+
+use std::fmt::{self, Write as _};
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use session_core::json::Value;
+use session_fork::ForkError;
+use session_persist::Error as PersistError;
+
+use crate::json::{num, obj, opt_num, opt_str};
+
+/// Where a failure is: the file, and a line, byte offset or seq inside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Location {
+    /// The file.
+    pub(crate) file: Option<PathBuf>,
+    /// The 1-based line of the file (the header is line 1).
+    pub(crate) line: Option<u64>,
+    /// The byte offset in the file (or in the decompressed text, see `in_plaintext`).
+    pub(crate) offset: Option<u64>,
+    /// Whether `line` and `offset` count in the decompressed log text of a zstd file.
+    pub(crate) in_plaintext: bool,
+    /// The seq of the event concerned.
+    pub(crate) seq: Option<u64>,
+}
+
+/// Everything that can make `sessionctl` fail.
+#[derive(Debug)]
+#[non_exhaustive]
+pub(crate) enum Error {
+    /// The command line is wrong (exit code 2).
+    Usage {
+        /// What is wrong.
+        message: String,
+    },
+    /// The persistence layer refused; `file` is the session file when known.
+    Persist {
+        /// The persistence error (its text is the reference's).
+        error: Box<PersistError>,
+        /// The session log the command was working on.
+        file: Option<PathBuf>,
+        /// The store root.
+        root: PathBuf,
+        /// Whether the root is a zstd root.
+        zstd: bool,
+    },
+    /// A fork was refused.
+    Fork {
+        /// The refusal.
+        error: ForkError,
+        /// A suggestion (nearest valid boundaries).
+        hint: Option<String>,
+    },
+    /// Any other failure, with its location and a hint.
+    Failed {
+        /// What went wrong.
+        message: String,
+        /// What to do.
+        hint: Option<String>,
+        /// Where.
+        location: Box<Location>,
+    },
+    /// `verify` found violations (already reported on stdout).
+    Violations {
+        /// How many sessions failed.
+        sessions: usize,
+    },
+    /// Writing the output failed (a closed pipe ends the command quietly).
+    Output(io::Error),
+}
+
+/// `Result` with [`Error`].
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A usage error.
+    pub(crate) fn usage(message: impl Into<String>) -> Error {
+        Error::Usage {
+            message: message.into(),
+        }
+    }
+
+    /// A failure with a hint.
+    pub(crate) fn failed(message: impl Into<String>, hint: Option<String>) -> Error {
+        Error::Failed {
+            message: message.into(),
+            hint,
+            location: Box::default(),
+        }
+    }
+
+    /// A failure at a location.
+    pub(crate) fn failed_at(
+        message: impl Into<String>,
+        hint: Option<String>,
+        location: Location,
+    ) -> Error {
+        Error::Failed {
+            message: message.into(),
+            hint,
+            location: Box::new(location),
+        }
+    }
+
+    /// An I/O failure on `path`.
+    pub(crate) fn io(what: &str, path: &Path, e: &io::Error) -> Error {
+        Error::Failed {
+            message: format!("cannot {what} {}: {e}", path.display()),
+            hint: Some(io_hint(e)),
+            location: Box::new(Location {
+                file: Some(path.to_path_buf()),
+                ..Location::default()
+            }),
+        }
+    }
+
+    /// The process exit code: 2 for usage errors, 1 otherwise.
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// The error's name: the reference's error class for persistence and fork errors.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Error::Usage { .. } => "UsageError",
+            Error::Persist { error, .. } => error.name(),
+            Error::Fork { .. } => ForkError::NAME,
+            Error::Violations { .. } => "InvariantViolation",
+            Error::Failed { .. } | Error::Output(_) => "Error",
+        }
+    }
+
+    /// The error code, when the error has one.
+    pub(crate) fn code(&self) -> Option<&'static str> {
+        match self {
+            Error::Fork { error, .. } => Some(error.code().as_str()),
+            Error::Persist { error, .. } => match error.root() {
+                PersistError::Store(s) => s.as_fork().map(|f| f.code().as_str()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Where the failure is.
+    pub(crate) fn location(&self) -> Location {
+        match self {
+            Error::Persist {
+                error, file, zstd, ..
+            } => {
+                let mut loc = persist_location(error);
+                if loc.file.is_none() {
+                    loc.file.clone_from(file);
+                }
+                if *zstd && loc.line.is_some() {
+                    loc.in_plaintext = true;
+                }
+                if !*zstd
+                    && loc.offset.is_none()
+                    && let (Some(path), Some(line)) = (&loc.file, loc.line)
+                {
+                    loc.offset = line_offset(path, line);
+                }
+                loc
+            }
+            Error::Failed { location, .. } => (**location).clone(),
+            _ => Location::default(),
+        }
+    }
+
+    /// What to do about it.
+    pub(crate) fn hint(&self) -> Option<String> {
+        match self {
+            Error::Usage { .. } => Some("run `sessionctl help` for the commands and options".into()),
+            Error::Persist {
+                error, root, zstd, ..
+            } => persist_hint(error, root, *zstd),
+            Error::Fork { hint, .. } | Error::Failed { hint, .. } => hint.clone(),
+            Error::Violations { .. } => Some(
+                "each violation names the invariant and what was observed; the files were not changed"
+                    .into(),
+            ),
+            Error::Output(_) => None,
+        }
+    }
+
+    /// The error as the documented JSON object `{"error":{...}}`.
+    pub(crate) fn to_json(&self) -> Value {
+        let loc = self.location();
+        let mut fields = vec![
+            ("name", Value::from(self.name())),
+            ("message", Value::from(self.to_string())),
+        ];
+        if let Some(code) = self.code() {
+            fields.push(("code", Value::from(code)));
+        }
+        fields.push((
+            "file",
+            opt_str(loc.file.as_ref().map(|p| p.display().to_string())),
+        ));
+        fields.push(("line", opt_num(loc.line)));
+        fields.push(("offset", opt_num(loc.offset)));
+        fields.push(("inPlaintext", Value::from(loc.in_plaintext)));
+        fields.push(("seq", opt_num(loc.seq)));
+        fields.push(("hint", opt_str(self.hint())));
+        fields.push(("exitCode", num(u64::from(self.exit_code()))));
+        obj([("error", obj(fields))])
+    }
+
+    /// The error for people: the message, then `where:` and `hint:` lines.
+    pub(crate) fn render(&self, red: &dyn Fn(&str) -> String) -> String {
+        let mut text = format!("sessionctl: {} {self}", red("error:"));
+        if let Some(code) = self.code() {
+            let _ = write!(text, " [{code}]");
+        }
+        text.push('\n');
+        let loc = self.location();
+        let mut parts = Vec::new();
+        if let Some(file) = &loc.file {
+            parts.push(file.display().to_string());
+        }
+        let unit = if loc.in_plaintext {
+            " of the decompressed log"
+        } else {
+            ""
+        };
+        if let Some(line) = loc.line {
+            parts.push(format!("line {line}{unit}"));
+        }
+        if let Some(offset) = loc.offset {
+            let unit = if loc.in_plaintext && loc.line.is_some() {
+                unit
+            } else {
+                ""
+            };
+            parts.push(format!("byte {offset}{unit}"));
+        }
+        if let Some(seq) = loc.seq {
+            parts.push(format!("seq {seq}"));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(text, "  where: {}", parts.join(", "));
+        }
+        if let Some(hint) = self.hint() {
+            let _ = writeln!(text, "  hint: {hint}");
+        }
+        text
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Usage { message } | Error::Failed { message, .. } => f.write_str(message),
+            Error::Persist { error, .. } => fmt::Display::fmt(error, f),
+            Error::Fork { error, .. } => fmt::Display::fmt(error, f),
+            Error::Violations { sessions } => write!(
+                f,
+                "{sessions} session{} violated invariants",
+                if *sessions == 1 { "" } else { "s" }
+            ),
+            Error::Output(e) => write!(f, "cannot write the output: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Output(e)
+    }
+}
+
+/// The location a persistence error carries.
+fn persist_location(error: &PersistError) -> Location {
+    let mut loc = Location::default();
+    match error.root() {
+        PersistError::UnparsableCommitted { line } | PersistError::SeqGap { line, .. } => {
+            // Lines in the message count after the header.
+            loc.line = Some(line + 1);
+        }
+        PersistError::LoneSurrogate { line, offset } => {
+            loc.line = Some(line.map_or(1, |l| l + 1));
+            loc.offset = Some(*offset);
+            loc.in_plaintext = true;
+        }
+        PersistError::ZstdStructure { offset, .. } | PersistError::ZstdFrame { offset, .. } => {
+            loc.offset = Some(*offset);
+        }
+        PersistError::FormatUnsupported { refusal, location } => {
+            if let session_persist::FormatRefusal::UnknownType { seq, .. } = refusal {
+                loc.seq = Some(*seq);
+            }
+            loc.file = location.as_ref().map(|l| l.path.clone());
+        }
+        PersistError::IdentityMismatch { path, .. }
+        | PersistError::UnnameableHeader { path }
+        | PersistError::IdentityPath { path, .. }
+        | PersistError::InvalidRawHeader { path }
+        | PersistError::FlatLayout { path }
+        | PersistError::EncodingMismatch { path, .. }
+        | PersistError::Locked { path, .. }
+        | PersistError::Vanished { path, .. }
+        | PersistError::Replaced { path, .. }
+        | PersistError::StaleRepair { path, .. }
+        | PersistError::RollbackFailed { path, .. }
+        | PersistError::Io { path, .. } => loc.file = Some(path.clone()),
+        PersistError::LegacyEvent { seq, .. } | PersistError::MalformedLegacy { seq, .. } => {
+            loc.seq = Some(*seq);
+        }
+        PersistError::InvalidStoredEnvelope { index } => loc.seq = Some(*index as u64),
+        PersistError::Corruption { cause, .. } => {
+            loc = persist_location(cause);
+            if loc.seq.is_none() {
+                loc.seq = index_in(&cause.to_string());
+            }
+        }
+        _ => {}
+    }
+    loc
+}
+
+/// `N` from the first `at index N` in a message.
+fn index_in(message: &str) -> Option<u64> {
+    let rest = &message[message.find("at index ")? + "at index ".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The byte offset where 1-based `line` starts in a plain file.
+fn line_offset(path: &Path, line: u64) -> Option<u64> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut reader = BufReader::new(file);
+    let mut offset = 0u64;
+    let mut buf = Vec::new();
+    for _ in 1..line {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        offset += n as u64;
+    }
+    Some(offset)
+}
+
+fn io_hint(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => "check the path; nothing exists there".into(),
+        io::ErrorKind::PermissionDenied => {
+            "check the permissions (session files are created 0600, directories 0700)".into()
+        }
+        _ => "check the file system (space, permissions, mounts) and retry".into(),
+    }
+}
+
+fn persist_hint(error: &PersistError, root: &Path, zstd: bool) -> Option<String> {
+    let root = root.display();
+    let other = if zstd { "none" } else { "zstd" };
+    Some(match error.root() {
+        PersistError::NotFound { id } => format!(
+            "no session \"{id}\" is stored under {root}; `sessionctl --root {root} list` shows the stored sessions, or pass a session directory or file path"
+        ),
+        PersistError::EncodingMismatch { .. } => format!(
+            "this root is opened as --compression {}; pass --compression {other} to read the file, or re-encode it with `sessionctl convert`",
+            if zstd { "zstd" } else { "none" }
+        ),
+        PersistError::FlatLayout { .. } => "a session log must live at <root>/<project>/<session id>/session.jsonl[.zstd]; move the file into its own session directory".into(),
+        PersistError::DuplicateId { .. } => "the same id is stored under two project directories; move one of them to another root".into(),
+        PersistError::UnparsableCommitted { .. } | PersistError::SeqGap { .. } => "the damage is before the log's last turn/end, so it is not a torn tail and repair will not cut it; keep a copy, cut the file before that line, then run `sessionctl repair`".into(),
+        PersistError::ZstdStructure { .. } | PersistError::ZstdFrame { .. } | PersistError::ZstdTornRecord | PersistError::ZstdHeaderFrameLines => "a complete Zstandard frame is damaged (only a torn final frame is recoverable); frames before the given byte are intact: keep a copy, cut the file at that byte, then run `sessionctl repair`".into(),
+        PersistError::EmptyLog { .. } | PersistError::HeaderNotJson | PersistError::NotSessionHeader | PersistError::InvalidRawHeader { .. } => "the first line must be the session header record; this file is not a usable session log".into(),
+        PersistError::RetiredHeaderFields => "the header was written by an older harness with retired fields; no upgrade path exists".into(),
+        PersistError::FormatUnsupported { refusal, .. } => match refusal {
+            session_persist::FormatRefusal::UnknownType { .. } => "the log was written by a newer harness; read it with a newer sessionctl".into(),
+            _ => "the log format version is not 0; read it with a build that supports that version".into(),
+        },
+        PersistError::IdentityMismatch { .. } | PersistError::IdentityPath { .. } | PersistError::UnnameableHeader { .. } => "the file is not where its header says it belongs (<root>/<project of cwd>/<id>/); move it there, or pass the file from its own root".into(),
+        PersistError::Locked { .. } => "another process is writing this session; wait for it to finish".into(),
+        PersistError::Corruption { .. } | PersistError::InvalidStoredEnvelope { .. } => "the file reads cleanly but its events do not form a valid session; nothing was changed".into(),
+        PersistError::LegacyEvent { .. } | PersistError::MalformedLegacy { .. } => "the log holds a retired event shape that no longer has an upgrade path".into(),
+        PersistError::AlreadyMaterialized { .. } | PersistError::AlreadyPersisted { .. } | PersistError::AlreadyTracked { .. } => "choose another session id, or remove the existing session first".into(),
+        PersistError::Io { source, .. } => io_hint(source),
+        _ => return None,
+    })
+}

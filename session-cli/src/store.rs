@@ -1,0 +1,508 @@
+//! Finding sessions (an id under a root, a session directory or a session file) and opening
+//! the store they live in.
+
+use std::future::Future;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use session_core::clock::system_clock;
+use session_core::json::Value;
+use session_persist::jsonl::layout::{LOGICAL_FILE_NAME, encode_segment, log_path};
+use session_persist::{Compression, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions};
+use session_store::SessionStore;
+
+use crate::args::Global;
+use crate::error::{Error, Location, Result};
+
+/// The zstd file name.
+pub(crate) const ZSTD_FILE_NAME: &str = "session.jsonl.zstd";
+
+/// A session named on the command line.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    /// The store root.
+    pub(crate) root: PathBuf,
+    /// The root's encoding.
+    pub(crate) compression: Compression,
+    /// The session id.
+    pub(crate) id: String,
+    /// The session's log file, when it exists.
+    pub(crate) file: Option<PathBuf>,
+    /// The temporary root a file outside its layout path is read through.
+    pub(crate) staged: Option<Arc<Staged>>,
+}
+
+impl Target {
+    /// Whether the file is read through a temporary staged link (it is not at its layout
+    /// path).
+    pub(crate) fn is_staged(&self) -> bool {
+        self.staged.is_some()
+    }
+}
+
+/// The log file name of an encoding.
+pub(crate) fn file_name(compression: Compression) -> &'static str {
+    match compression {
+        Compression::None => LOGICAL_FILE_NAME,
+        Compression::Zstd => ZSTD_FILE_NAME,
+    }
+}
+
+/// The encoding a log file name stands for.
+pub(crate) fn compression_of(name: &str) -> Option<Compression> {
+    match name {
+        LOGICAL_FILE_NAME => Some(Compression::None),
+        ZSTD_FILE_NAME => Some(Compression::Zstd),
+        _ => None,
+    }
+}
+
+/// The inverse of `encodeSegment`; `None` when `s` is not an encoded segment.
+pub(crate) fn decode_segment(s: &str) -> Option<String> {
+    let mut units: Vec<u16> = Vec::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' {
+            let hex: String = chars.by_ref().take(4).collect();
+            if hex.len() != 4 {
+                return None;
+            }
+            units.push(u16::from_str_radix(&hex, 16).ok()?);
+        } else if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            units.push(c as u16);
+        } else {
+            return None;
+        }
+    }
+    String::from_utf16(&units).ok().filter(|d| !d.is_empty())
+}
+
+/// The session directories of `root`: `root/<project>/<session>/`.
+fn session_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(projects) = std::fs::read_dir(root) else {
+        return out;
+    };
+    for project in projects.flatten() {
+        if !project.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(sessions) = std::fs::read_dir(project.path()) else {
+            continue;
+        };
+        for session in sessions.flatten() {
+            if session.file_type().is_ok_and(|t| t.is_dir()) {
+                out.push(session.path());
+            }
+        }
+    }
+    out
+}
+
+/// The encoding of the logs found under `root`: `none` if only plain logs are there, else
+/// zstd (also for an empty or missing root).
+pub(crate) fn detect_root_compression(root: &Path) -> Compression {
+    let mut plain = false;
+    for dir in session_dirs(root) {
+        if dir.join(ZSTD_FILE_NAME).is_file() {
+            return Compression::Zstd;
+        }
+        plain |= dir.join(LOGICAL_FILE_NAME).is_file();
+    }
+    if plain {
+        Compression::None
+    } else {
+        Compression::Zstd
+    }
+}
+
+/// The log files of session `id` under `root` (any project directory), with their encoding.
+pub(crate) fn find_files(root: &Path, id: &str) -> Vec<(PathBuf, Compression)> {
+    let Ok(segment) = encode_segment(id) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let Ok(projects) = std::fs::read_dir(root) else {
+        return out;
+    };
+    let mut projects: Vec<PathBuf> = projects.flatten().map(|e| e.path()).collect();
+    projects.sort();
+    for project in projects {
+        let dir = project.join(&segment);
+        for c in [Compression::Zstd, Compression::None] {
+            let file = dir.join(file_name(c));
+            if file.is_file() {
+                out.push((file, c));
+            }
+        }
+    }
+    out
+}
+
+/// Resolves a SESSION operand: a session file, a session directory, or an id under the root.
+pub(crate) fn resolve(arg: &str, global: &Global, read_only: bool) -> Result<Target> {
+    let path = Path::new(arg);
+    if path.is_file() {
+        return from_file(path, read_only);
+    }
+    if path.is_dir() {
+        let found: Vec<(PathBuf, Compression)> = [Compression::Zstd, Compression::None]
+            .into_iter()
+            .map(|c| (path.join(file_name(c)), c))
+            .filter(|(f, _)| f.is_file())
+            .collect();
+        match found.as_slice() {
+            [(file, _)] => return from_file(file, read_only),
+            [_, _] => {
+                let c = global.compression.unwrap_or_default();
+                return from_file(&path.join(file_name(c)), read_only);
+            }
+            _ => {}
+        }
+    }
+    if arg.is_empty() {
+        return Err(Error::usage("SESSION must not be empty"));
+    }
+    let root = global.root();
+    if arg.contains('/') && !path.exists() && find_files(&root, arg).is_empty() {
+        return Err(Error::failed_at(
+            format!("no session file or directory at {arg}"),
+            Some(format!(
+                "pass an existing session.jsonl / session.jsonl.zstd file, a session directory, or a session id stored under {}",
+                root.display()
+            )),
+            Location {
+                file: Some(path.to_path_buf()),
+                ..Location::default()
+            },
+        ));
+    }
+    let files = find_files(&root, arg);
+    let compression = match global.compression {
+        Some(c) => c,
+        None => match files.as_slice() {
+            [(_, c)] => *c,
+            _ => detect_root_compression(&root),
+        },
+    };
+    let file = files
+        .iter()
+        .find(|(_, c)| *c == compression)
+        .or(files.first())
+        .map(|(f, _)| f.clone());
+    Ok(Target {
+        root,
+        compression,
+        id: arg.to_owned(),
+        file,
+        staged: None,
+    })
+}
+
+/// A temporary root holding a link to a session file that is not at its layout path; removed
+/// when dropped.
+#[derive(Debug)]
+pub(crate) struct Staged(PathBuf);
+
+impl Staged {
+    /// The temporary root.
+    pub(crate) fn root(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fresh temporary directory path (not created).
+fn temp_root() -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    std::env::temp_dir().join(format!(
+        "sessionctl-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Where a session file belongs: its header's id and cwd, and whether it sits at
+/// `<root>/<project>/<id>/<file>` with the root three levels up.
+pub(crate) struct Placement {
+    /// The header id.
+    pub(crate) id: String,
+    /// The header cwd.
+    pub(crate) cwd: Option<String>,
+    /// The root three levels up, when the file is at its layout path there.
+    pub(crate) root: Option<PathBuf>,
+}
+
+/// Reads a file's header and checks whether it is at its layout path.
+pub(crate) fn placement(file: &Path, compression: Compression) -> Result<Placement> {
+    let header = read_header(file, compression)?;
+    let Some(id) = header_id(&header) else {
+        return Err(Error::failed_at(
+            format!("the header of {} has no string id", file.display()),
+            Some("the first line must be the session header record".into()),
+            Location {
+                file: Some(file.to_path_buf()),
+                line: Some(1),
+                ..Location::default()
+            },
+        ));
+    };
+    let cwd = header.get("cwd").and_then(Value::as_str).map(str::to_owned);
+    let absolute = std::path::absolute(file).map_err(|e| Error::io("resolve", file, &e))?;
+    let root = absolute
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .filter(|root| {
+            log_path(root, cwd.as_deref(), &id, compression).is_ok_and(|p| p == absolute)
+        })
+        .map(Path::to_path_buf);
+    Ok(Placement { id, cwd, root })
+}
+
+/// Links (or copies) `file` into a temporary root at the layout path its header names.
+pub(crate) fn stage(file: &Path, compression: Compression, place: &Placement) -> Result<Staged> {
+    let staged = Staged(temp_root());
+    let path =
+        log_path(staged.root(), place.cwd.as_deref(), &place.id, compression).map_err(|e| {
+            Error::failed_at(
+                format!(
+                    "the header of {} cannot name a session path: {e}",
+                    file.display()
+                ),
+                None,
+                Location {
+                    file: Some(file.to_path_buf()),
+                    line: Some(1),
+                    ..Location::default()
+                },
+            )
+        })?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, &e))?;
+    }
+    if std::fs::hard_link(file, &path).is_err() {
+        std::fs::copy(file, &path).map_err(|e| Error::io("copy", file, &e))?;
+    }
+    Ok(staged)
+}
+
+/// A target for a session file: the root is three levels up and the encoding follows the
+/// name. A file elsewhere is read through a staged link by read-only commands.
+fn from_file(file: &Path, read_only: bool) -> Result<Target> {
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let Some(compression) = compression_of(name) else {
+        return Err(Error::failed_at(
+            format!("{} is not a session log", file.display()),
+            Some("a session log is named session.jsonl (plain) or session.jsonl.zstd".into()),
+            Location {
+                file: Some(file.to_path_buf()),
+                ..Location::default()
+            },
+        ));
+    };
+    let absolute = std::path::absolute(file).map_err(|e| Error::io("resolve", file, &e))?;
+    let dir = absolute.parent();
+    let root = dir.and_then(Path::parent).and_then(Path::parent);
+    let in_layout = |root: &Path| Target {
+        root: root.to_path_buf(),
+        compression,
+        id: dir
+            .and_then(Path::file_name)
+            .and_then(|n| n.to_str())
+            .and_then(decode_segment)
+            .unwrap_or_default(),
+        file: Some(absolute.clone()),
+        staged: None,
+    };
+    let place = match placement(&absolute, compression) {
+        Ok(p) => p,
+        // An unreadable header: let the store report it where the file is.
+        Err(e) => return root.map(in_layout).ok_or(e),
+    };
+    if let Some(root) = &place.root {
+        return Ok(Target {
+            root: root.clone(),
+            compression,
+            id: place.id,
+            file: Some(absolute),
+            staged: None,
+        });
+    }
+    if !read_only {
+        return Err(Error::failed_at(
+            format!(
+                "{} is not at its layout path <root>/<project>/<session>/{name}, so it cannot be changed in place",
+                file.display()
+            ),
+            Some("move it into a store root (see docs/format.md), or use a read command (inspect, messages, …), which reads it where it is".into()),
+            Location {
+                file: Some(absolute),
+                ..Location::default()
+            },
+        ));
+    }
+    let staged = stage(&absolute, compression, &place)?;
+    Ok(Target {
+        root: staged.root().to_path_buf(),
+        compression,
+        id: place.id,
+        file: Some(absolute),
+        staged: Some(Arc::new(staged)),
+    })
+}
+
+/// The `id` of a header record.
+pub(crate) fn header_id(header: &Value) -> Option<String> {
+    header.get("id").and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Reads the header record (the first line) of a log file without the store.
+pub(crate) fn read_header(file: &Path, compression: Compression) -> Result<Value> {
+    let f = std::fs::File::open(file).map_err(|e| Error::io("open", file, &e))?;
+    let mut line = Vec::new();
+    let read = match compression {
+        Compression::None => BufReader::new(f).read_until(b'\n', &mut line),
+        Compression::Zstd => match zstd::stream::read::Decoder::new(f) {
+            Ok(decoder) => {
+                let mut decoder = decoder.single_frame();
+                let mut all = Vec::new();
+                decoder.read_to_end(&mut all).inspect(|_| {
+                    let end = all.iter().position(|b| *b == b'\n').unwrap_or(all.len());
+                    line.extend_from_slice(&all[..end]);
+                })
+            }
+            Err(e) => Err(e),
+        },
+    };
+    let location = || Location {
+        file: Some(file.to_path_buf()),
+        line: Some(1),
+        ..Location::default()
+    };
+    read.map_err(|e| {
+        Error::failed_at(
+            format!("cannot read the header of {}: {e}", file.display()),
+            Some("the file is not a readable session log".into()),
+            location(),
+        )
+    })?;
+    let text = String::from_utf8_lossy(&line);
+    Value::parse(text.trim_end()).map_err(|e| {
+        Error::failed_at(
+            format!(
+                "the header line of {} is not valid JSON: {e}",
+                file.display()
+            ),
+            Some("the first line must be the session header record".into()),
+            location(),
+        )
+    })
+}
+
+/// An open store: a runtime, the JSONL backend and the persistence service over it.
+pub(crate) struct Store {
+    rt: tokio::runtime::Runtime,
+    /// The backend.
+    pub(crate) backend: Arc<JsonlBackend>,
+    /// The persistence service.
+    pub(crate) persistence: Persistence,
+    /// The session store the service persists.
+    pub(crate) sessions: SessionStore,
+    /// The root as given.
+    pub(crate) root: PathBuf,
+    /// The root's encoding.
+    pub(crate) compression: Compression,
+}
+
+impl Store {
+    /// Opens the store at `root` with `compression`.
+    pub(crate) fn open(root: &Path, compression: Compression) -> Result<Store> {
+        Store::open_with(root, compression, system_clock())
+    }
+
+    /// Opens the store with a given clock for new sessions.
+    pub(crate) fn open_with(
+        root: &Path,
+        compression: Compression,
+        clock: session_core::SharedClock,
+    ) -> Result<Store> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::failed(format!("cannot start the runtime: {e}"), None))?;
+        let wrap = |error| Error::Persist {
+            error: Box::new(error),
+            file: None,
+            root: root.to_path_buf(),
+            zstd: compression == Compression::Zstd,
+        };
+        let backend = Arc::new(
+            JsonlBackend::open(JsonlConfig::new(root).compression(compression)).map_err(wrap)?,
+        );
+        let sessions = SessionStore::new(clock);
+        let dyn_backend: Arc<dyn session_persist::Backend> = backend.clone();
+        let persistence = Persistence::new(
+            dyn_backend,
+            sessions.clone(),
+            PersistenceOptions {
+                runtime: Some(rt.handle().clone()),
+                ..PersistenceOptions::default()
+            },
+        )
+        .map_err(wrap)?;
+        Ok(Store {
+            rt,
+            backend,
+            persistence,
+            sessions,
+            root: root.to_path_buf(),
+            compression,
+        })
+    }
+
+    /// Opens the store of a target.
+    pub(crate) fn for_target(target: &Target) -> Result<Store> {
+        Store::open(&target.root, target.compression)
+    }
+
+    /// Runs a future to completion on the store's runtime.
+    pub(crate) fn block_on<F: Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// Wraps a persistence error with the file it concerns.
+    pub(crate) fn err(&self, error: session_persist::Error, file: Option<&Path>) -> Error {
+        Error::Persist {
+            error: Box::new(error),
+            file: file.map(Path::to_path_buf),
+            root: self.root.clone(),
+            zstd: self.compression == Compression::Zstd,
+        }
+    }
+
+    /// Drains and closes the service (releasing writer locks).
+    pub(crate) fn close(self) -> Result<()> {
+        let Store {
+            rt,
+            persistence,
+            root,
+            compression,
+            ..
+        } = self;
+        rt.block_on(persistence.dispose())
+            .map_err(|error| Error::Persist {
+                error: Box::new(error),
+                file: None,
+                root,
+                zstd: compression == Compression::Zstd,
+            })
+    }
+}

@@ -1,0 +1,202 @@
+//! `append`: drafts on stdin, write-behind, flush barriers acknowledged with the last durable
+//! seq, invalid drafts rejected with their line number.
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use common::{BIN, Temp, run, run_in};
+
+const TURN_1: &str = r#"{"type":"turn/start","data":{"turn":1}}
+{"type":"user/message","data":{"id":"u1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}},"surfaceOp":"append"}
+{"flush":true}
+{"type":"user/message","data":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}}
+{"type":"assistant/message","data":{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","content":[{"type":"text","text":"hi there"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append","sourceEventSeqs":[1]}
+this is not json
+
+{"type":"turn/end","seq":9,"data":{"turn":1,"reason":{"kind":"completed"}}}
+{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}
+"#;
+
+#[test]
+fn append_creates_acknowledges_flushes_and_rejects_bad_lines() {
+    let root = Temp::new("append");
+    let r = run_in(
+        &[
+            "--root",
+            root.str(),
+            "append",
+            "notes",
+            "--create",
+            "--cwd",
+            "/work/notes",
+        ],
+        Some(TURN_1),
+    );
+    // Three lines were rejected: the exit code says so, the accepted events stay.
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let acks: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        acks,
+        [r#"{"flushed":1}"#, r#"{"flushed":3}"#],
+        "barrier, then end of input"
+    );
+    assert!(
+        r.stderr.contains(
+            "sessionctl: line 4: rejected: session event \"user/message\" is surface-eligible and requires a surfaceOp marker"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("sessionctl: line 6: rejected: not valid JSON"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("sessionctl: line 8: rejected: unknown key \"seq\" (seq and time are assigned by the session)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("3 of 7 drafts were rejected"),
+        "{}",
+        r.stderr
+    );
+
+    let inspect = run(&["--root", root.str(), "inspect", "notes", "--json"])
+        .ok()
+        .json();
+    assert_eq!(inspect["eventCount"], 4);
+    assert_eq!(inspect["header"]["cwd"], "/work/notes");
+    assert_eq!(inspect["closers"], serde_json::json!([]));
+    assert_eq!(inspect["compression"], "zstd", "the default store is zstd");
+    assert!(
+        inspect["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("--work-notes--/notes/session.jsonl.zstd"),
+        "{}",
+        inspect["file"]
+    );
+    let messages = run(&["--root", root.str(), "messages", "notes", "--json"])
+        .ok()
+        .json();
+    assert_eq!(messages["count"], 2);
+    assert_eq!(
+        messages["messages"][1]["message"]["content"][0]["text"],
+        "hi there"
+    );
+
+    // Appending to the stored session resumes it: the restore marker comes first.
+    let r = run_in(
+        &["--root", root.str(), "append", "notes"],
+        Some("{\"type\":\"turn/start\",\"data\":{\"turn\":2}}\n{\"type\":\"turn/end\",\"data\":{\"turn\":2,\"reason\":{\"kind\":\"completed\"}}}\n"),
+    )
+    .ok();
+    assert_eq!(r.stdout, "{\"flushed\":6}\n");
+    let inspect = run(&["--root", root.str(), "inspect", "notes", "--json"])
+        .ok()
+        .json();
+    assert_eq!(inspect["eventCount"], 7);
+    assert_eq!(inspect["countsByType"]["session/end-seed"], 1);
+
+    // --create refuses an existing id.
+    let r = run_in(
+        &["--root", root.str(), "append", "notes", "--create"],
+        Some(""),
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("session \"notes\" already exists"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn flush_acknowledgement_arrives_while_input_is_still_open() {
+    let root = Temp::new("append-live");
+    let mut child = Command::new(BIN)
+        .args([
+            "--root",
+            root.str(),
+            "--compression",
+            "none",
+            "append",
+            "live",
+            "--create",
+            "--cwd",
+            "/w",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, r#"{{"type":"turn/start","data":{{"turn":1}}}}"#).unwrap();
+    writeln!(stdin, r#"{{"type":"todo/write","data":{{"todos":[]}}}}"#).unwrap();
+    writeln!(stdin, r#"{{"flush":true}}"#).unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "{\"flushed\":1}\n");
+    // Durable now, while the writer is still running: read the file directly.
+    let file = root.path().join("--w--/live/session.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 3, "header and two events: {text}");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the writer is still waiting for input"
+    );
+    // Another writer is refused while this one holds the session.
+    let other = run_in(&["--root", root.str(), "append", "live"], Some(""));
+    assert_eq!(other.code, 1, "{}", other.stderr);
+    assert!(
+        other.stderr.contains("locked by another writer"),
+        "{}",
+        other.stderr
+    );
+    writeln!(
+        stdin,
+        r#"{{"type":"turn/end","data":{{"turn":1,"reason":{{"kind":"completed"}}}}}}"#
+    )
+    .unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_line(&mut rest).unwrap();
+    assert_eq!(rest, "{\"flushed\":2}\n");
+    assert!(child.wait().unwrap().success());
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 4);
+}
+
+#[test]
+fn an_empty_new_session_writes_nothing() {
+    let root = Temp::new("append-empty");
+    let r = run_in(
+        &[
+            "--root",
+            root.str(),
+            "append",
+            "empty",
+            "--create",
+            "--cwd",
+            "/w",
+        ],
+        Some("{\"flush\":true}\n"),
+    )
+    .ok();
+    assert_eq!(r.stdout, "{\"flushed\":null}\n{\"flushed\":null}\n");
+    let listed = run(&["--root", root.str(), "list", "--json"]).ok().json();
+    assert_eq!(
+        listed["sessions"],
+        serde_json::json!([]),
+        "a log is written with its first batch"
+    );
+}

@@ -1,0 +1,200 @@
+//! Helpers for the `sessionctl` tests: running the built binary, temporary roots, the corpus.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::missing_panics_doc,
+    clippy::unwrap_used
+)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+
+/// The built binary.
+pub const BIN: &str = env!("CARGO_BIN_EXE_sessionctl");
+
+/// The golden corpus (beside the checkout).
+pub fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
+}
+
+/// One run of the binary.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(o: &Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// Stdout parsed as one JSON document.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {}\nstderr: {}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    /// Stderr parsed as the JSON error document; returns its `error` object.
+    pub fn json_error(&self) -> Value {
+        let v: Value = serde_json::from_str(self.stderr.trim())
+            .unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", self.stderr));
+        v["error"].clone()
+    }
+
+    /// Asserts success and returns self.
+    pub fn ok(self) -> Run {
+        assert_eq!(
+            self.code, 0,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// Runs `sessionctl args…` with `NO_COLOR` unset and no stdin.
+pub fn run(args: &[&str]) -> Run {
+    run_in(args, None)
+}
+
+/// Runs `sessionctl args…` feeding `stdin`.
+pub fn run_in(args: &[&str], stdin: Option<&str>) -> Run {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_remove("NO_COLOR")
+        .env_remove("COLUMNS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    let mut child = cmd.spawn().expect("spawn sessionctl");
+    if let Some(text) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(text.as_bytes()).expect("write stdin");
+    }
+    Run::from(&child.wait_with_output().expect("wait"))
+}
+
+/// A fresh temporary directory, removed on drop.
+pub struct Temp(pub PathBuf);
+
+impl Temp {
+    pub fn new(tag: &str) -> Temp {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "sessionctl-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Temp(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn str(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Reads a JSON file.
+pub fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Copies `src` to `root/rel`, creating directories.
+pub fn place(src: &Path, root: &Path, rel: &str) -> PathBuf {
+    let dest = root.join(rel);
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::copy(src, &dest).unwrap();
+    dest
+}
+
+/// Resolves an event-list reference of an expected.json (`{"sameAs": P}`,
+/// `{"prefixOf": P, "count": n}`) against `doc`.
+pub fn events_of(doc: &Value, v: &Value) -> Vec<Value> {
+    if let Some(list) = v.as_array() {
+        return list.clone();
+    }
+    let lookup = |path: &str| {
+        let mut cur = doc;
+        for part in path.split('.') {
+            cur = &cur[part];
+        }
+        events_of(doc, cur)
+    };
+    if let Some(p) = v.get("sameAs").and_then(Value::as_str) {
+        return lookup(p);
+    }
+    if let Some(p) = v.get("prefixOf").and_then(Value::as_str) {
+        let n = v["count"].as_u64().unwrap() as usize;
+        let mut all = lookup(p);
+        all.truncate(n);
+        return all;
+    }
+    panic!("not an event list: {v}");
+}
+
+/// Runs `f` over `items` on `workers` threads; panics with every failure's message.
+pub fn parallel<T: Sync>(items: &[T], workers: usize, f: impl Fn(&T) + Sync) {
+    let next = AtomicU64::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(item) = items.get(i) else { break };
+                    if let Err(e) =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(item)))
+                    {
+                        let msg = e
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                            .unwrap_or_default();
+                        failures.lock().unwrap().push(msg);
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n---\n")
+    );
+}
+
+/// Decompresses every frame of a zstd file.
+pub fn unzstd(path: &Path) -> Vec<u8> {
+    zstd::stream::decode_all(std::fs::File::open(path).unwrap()).unwrap()
+}

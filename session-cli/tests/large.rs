@@ -1,0 +1,168 @@
+//! A large session: `messages` and `inspect` start printing promptly, and their memory is
+//! bounded by the session itself (output is streamed, never built as one string).
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{BIN, Temp};
+
+const ID: &str = "large";
+const TURNS: usize = 500;
+const TEXT_BYTES: usize = 12_000;
+
+/// Writes a plain log of `TURNS` turns, each a user and an assistant message of about
+/// `TEXT_BYTES` bytes (about 12 MB of message text in all).
+fn write_large(root: &Path) -> u64 {
+    let dir = root.join("--big--").join(ID);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = String::from(
+        r#"{"type":"session","version":0,"id":"large","createdAt":1767225600000,"cwd":"/big","delegationDepth":0}"#,
+    );
+    text.push('\n');
+    let filler: String = "lorem ipsum dolor sit amet ".repeat(TEXT_BYTES / 27);
+    let mut seq = 0;
+    for t in 1..=TURNS {
+        let lines = [
+            format!(r#"{{"type":"turn/start","seq":{seq},"time":0,"data":{{"turn":{t}}}}}"#),
+            format!(
+                r#"{{"type":"user/message","seq":{},"time":0,"data":{{"id":"u{t}","role":"user","content":[{{"type":"text","text":"question {t}: {filler}"}}],"source":{{"kind":"user"}}}},"surfaceOp":"append"}}"#,
+                seq + 1
+            ),
+            format!(
+                r#"{{"type":"assistant/message","seq":{},"time":0,"data":{{"turn":{t},"step":1,"message":{{"id":"a{t}","role":"assistant","content":[{{"type":"text","text":"answer {t}: {filler}"}}],"source":{{"kind":"model","provider":"p","model":"m"}}}}}},"surfaceOp":"append"}}"#,
+                seq + 2
+            ),
+            format!(
+                r#"{{"type":"turn/end","seq":{},"time":0,"data":{{"turn":{t},"reason":{{"kind":"completed"}}}}}}"#,
+                seq + 3
+            ),
+        ];
+        for l in lines {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        seq += 4;
+    }
+    std::fs::write(dir.join("session.jsonl"), &text).unwrap();
+    text.len() as u64
+}
+
+/// Peak resident memory (`VmHWM`, kB) of a process, sampled until it exits.
+fn peak_kb(pid: u32) -> u64 {
+    let path = format!("/proc/{pid}/status");
+    let mut peak = 0;
+    while let Ok(status) = std::fs::read_to_string(&path) {
+        let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) else {
+            break;
+        };
+        let kb: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        peak = peak.max(kb);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    peak
+}
+
+struct Measured {
+    first_line: Duration,
+    total: Duration,
+    output_bytes: usize,
+    peak_kb: u64,
+}
+
+fn measure(root: &Path, args: &[&str]) -> Measured {
+    let start = Instant::now();
+    let mut child = Command::new(BIN)
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let sampler = std::thread::spawn(move || peak_kb(pid));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let first_line = start.elapsed();
+    let mut rest = Vec::new();
+    out.read_to_end(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let total = start.elapsed();
+    assert!(status.success(), "{args:?} failed");
+    Measured {
+        first_line,
+        total,
+        output_bytes: first.len() + rest.len(),
+        peak_kb: sampler.join().unwrap(),
+    }
+}
+
+#[test]
+fn large_sessions_stream_with_bounded_memory() {
+    let root = Temp::new("large");
+    let file_bytes = write_large(root.path());
+    assert!(file_bytes > 10_000_000);
+
+    // Baseline: the same load with a tiny output.
+    let header = measure(root.path(), &["header", ID, "--json"]);
+    assert!(header.output_bytes < 1_000);
+
+    let messages = measure(root.path(), &["messages", ID, "--json"]);
+    assert!(
+        messages.output_bytes as u64 > file_bytes / 2,
+        "the output is as large as the messages ({} bytes)",
+        messages.output_bytes
+    );
+    // Streamed: no copy of the whole output is ever held (it alone is > 10 MB).
+    let slack_kb = 6 * 1024;
+    assert!(
+        messages.peak_kb < header.peak_kb + slack_kb,
+        "messages peaked at {} kB, the load alone at {} kB",
+        messages.peak_kb,
+        header.peak_kb
+    );
+    // Promptly: output starts as soon as the session is loaded, long before it ends.
+    assert!(
+        messages.first_line < header.total + Duration::from_secs(2),
+        "first line after {:?}; a bare load takes {:?}",
+        messages.first_line,
+        header.total
+    );
+    assert!(messages.first_line < messages.total);
+
+    let human = measure(root.path(), &["messages", ID, "--full"]);
+    assert!(human.output_bytes as u64 > file_bytes / 2);
+    assert!(
+        human.peak_kb < header.peak_kb + slack_kb,
+        "human messages peaked at {} kB, the load alone at {} kB",
+        human.peak_kb,
+        header.peak_kb
+    );
+
+    let inspect = measure(root.path(), &["inspect", ID]);
+    assert!(inspect.first_line < header.total + Duration::from_secs(2));
+    // Only one copy of the session at a time (the raw scan is dropped before the validated
+    // view is built).
+    assert!(
+        inspect.peak_kb < header.peak_kb + slack_kb,
+        "inspect peaked at {} kB, the load alone at {} kB",
+        inspect.peak_kb,
+        header.peak_kb
+    );
+    // The memory is bounded by the session: a few times the file, not more.
+    assert!(
+        header.peak_kb * 1024 < file_bytes * 8,
+        "a load of {file_bytes} bytes peaked at {} kB",
+        header.peak_kb
+    );
+}
