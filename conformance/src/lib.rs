@@ -1,6 +1,11 @@
 //! `conformance` owns the checks that tell whether an implementation of the session layer
-//! behaves like the reference: the golden-corpus runner (and, as they land, random histories,
-//! invariant checkers, the crash model and the reusable backend suite).
+//! behaves like the reference: the golden-corpus runner, random histories, invariant checkers,
+//! the reusable backend suite for third-party backends ([`backend_suite`]) and the crash model
+//! ([`crash_model`]).
+//!
+//! It is a product in its own right: a team writing its own backend runs [`backend_suite`]
+//! from its `tests/` with one macro call; a team writing its own harness on our crates runs the
+//! generators and checkers in its CI.
 //!
 //! # The golden-corpus runner
 //!
@@ -41,6 +46,8 @@
 //! # Ok::<(), conformance::invariants::Violation>(())
 //! ```
 
+pub mod backend_suite;
 pub mod corpus;
+pub mod crash_model;
 pub mod r#gen;
 pub mod invariants;

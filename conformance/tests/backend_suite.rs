@@ -1,0 +1,105 @@
+//! The backend suite run against every backend of the workspace: the memory backend, the JSONL
+//! backend in raw and zstd modes (handed out directly, behind `Box<dyn Backend>` and behind
+//! `Arc<dyn Backend>`), and the JSONL backend on crash-simulating storage, where every restart
+//! is a power loss.
+
+use conformance::backend_suite::harnesses::{
+    CrashJsonlHarness, JsonlHarness, MemoryHarness, Pointer,
+};
+use session_persist::Compression;
+
+mod memory {
+    use super::*;
+    conformance::backend_suite!(MemoryHarness::new());
+}
+
+mod jsonl_raw {
+    use super::*;
+    conformance::backend_suite!(JsonlHarness::new(Compression::None));
+}
+
+mod jsonl_zstd {
+    use super::*;
+    conformance::backend_suite!(JsonlHarness::new(Compression::Zstd));
+}
+
+mod jsonl_zstd_boxed {
+    use super::*;
+    conformance::backend_suite!(JsonlHarness::new(Compression::Zstd).behind(Pointer::Boxed));
+}
+
+mod jsonl_raw_arced {
+    use super::*;
+    conformance::backend_suite!(JsonlHarness::new(Compression::None).behind(Pointer::Arced));
+}
+
+mod jsonl_raw_power_loss {
+    use super::*;
+    conformance::backend_suite!(CrashJsonlHarness::new(Compression::None));
+}
+
+mod jsonl_zstd_power_loss {
+    use super::*;
+    conformance::backend_suite!(CrashJsonlHarness::new(Compression::Zstd));
+}
+
+/// Every public case function is in the macro's list (and so in `CASES` and in every backend's
+/// tests), and every listed name is distinct.
+#[test]
+fn every_case_function_is_listed() {
+    let source = include_str!("../src/backend_suite/cases.rs");
+    let mut defined: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub async fn "))
+        .filter_map(|rest| rest.split('(').next())
+        .collect();
+    defined.sort_unstable();
+    let mut listed: Vec<&str> = conformance::backend_suite::CASES.to_vec();
+    listed.sort_unstable();
+    let before = listed.len();
+    listed.dedup();
+    assert_eq!(listed.len(), before, "a case is listed twice");
+    assert_eq!(defined, listed);
+    assert!(listed.len() >= 25, "{} cases", listed.len());
+}
+
+/// A skipped case passes, and a harness that declares a capability it lacks fails the case
+/// that checks the declaration.
+#[test]
+fn capabilities_gate_cases_loudly_and_are_checked() {
+    use conformance::backend_suite::{self, Capabilities, Harness, async_trait};
+    use session_persist::Backend;
+    use std::sync::Arc;
+
+    struct Overclaiming(MemoryHarness);
+
+    #[async_trait]
+    impl Harness for Overclaiming {
+        async fn open(&self) -> Arc<dyn Backend> {
+            self.0.open().await
+        }
+        async fn reopen(&self, old: Arc<dyn Backend>) -> Arc<dyn Backend> {
+            self.0.reopen(old).await
+        }
+        fn capabilities(&self) -> Capabilities {
+            self.0.capabilities().with_seek().with_raw_artifacts()
+        }
+    }
+
+    let honest = MemoryHarness::new();
+    backend_suite::run_case(&honest, "repair_truncates_torn_tail_and_appends_closers").unwrap();
+    let liar = Overclaiming(MemoryHarness::new());
+    let failure =
+        backend_suite::run_case(&liar, "declared_capabilities_match_backend").unwrap_err();
+    assert_eq!(
+        failure.message(),
+        "the harness declares seek = true but supports_seek() is false"
+    );
+    assert!(backend_suite::run_case(&liar, "read_from_suffix").is_err());
+    assert!(
+        backend_suite::run_case(&honest, "no_such_case")
+            .unwrap_err()
+            .message()
+            .contains("unknown backend suite case")
+    );
+}
