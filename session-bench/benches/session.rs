@@ -3,6 +3,7 @@
 //! Run: `cargo bench -p session-bench --bench session`.
 
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use session_bench::{append_turn, assistant_message, chat_session, text_chunk, user_message};
@@ -85,20 +86,32 @@ fn replace(c: &mut Criterion) {
     g.sample_size(20);
     for n in SIZES {
         let mut s = chat_session(n);
+        let mut turn = 2_000_000;
         g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                // Replace the 10 nodes in the middle of the current surface with one summary.
-                let nodes = s.surface().nodes();
-                let mid = nodes.len() / 2;
-                let start = nodes.get(mid).expect("node");
-                let end = nodes.get(mid + 9).expect("node");
-                let sources: Vec<u64> = (mid..mid + 10)
-                    .map(|i| nodes.get(i).expect("node"))
-                    .collect();
-                let draft = assistant_message("summary", 1, 1, "summary")
-                    .replace_op(start, end)
-                    .sources(&sources);
-                black_box(s.append(draft).expect("replace"))
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    // Keep the surface at its size: replenish outside the timed section.
+                    while s.surface().nodes().len() < n {
+                        turn += 1;
+                        append_turn(&mut s, turn);
+                    }
+                    // Replace the 10 nodes in the middle of the surface with one summary.
+                    let nodes = s.surface().nodes();
+                    let mid = nodes.len() / 2;
+                    let start = nodes.get(mid).expect("node");
+                    let end = nodes.get(mid + 9).expect("node");
+                    let sources: Vec<u64> = (mid..mid + 10)
+                        .map(|i| nodes.get(i).expect("node"))
+                        .collect();
+                    let draft = assistant_message("summary", 1, 1, "summary")
+                        .replace_op(start, end)
+                        .sources(&sources);
+                    let t = Instant::now();
+                    black_box(s.append(draft).expect("replace"));
+                    total += t.elapsed();
+                }
+                total
             });
         });
     }
