@@ -2,6 +2,8 @@
 //!
 //! Run: `cargo bench -p session-bench --bench session`.
 
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -172,6 +172,15 @@ pub(crate) const COMMANDS: &[Spec] = &[
         true,
     ),
     spec(
+        "seal",
+        "SESSION",
+        "rewrite a closed zstd log into one frame per turn (smaller, faster to load)",
+        (1, Some(1)),
+        &[],
+        &[],
+        true,
+    ),
+    spec(
         "verify",
         "PATH... [--strict]",
         "run the conformance invariants on session files or directories",

@@ -14,7 +14,7 @@ use session_surface::Draft;
 use crate::args::Invocation;
 use crate::cmd_read::{inspect_events, open_target, require_root};
 use crate::error::{Error, Location, Result};
-use crate::json::{num, obj, opt_str};
+use crate::json::{float, num, obj, opt_str};
 use crate::output::{Out, bytes};
 use crate::report::turns;
 use crate::store::{Store, Target, detect_root_compression, find_files};
@@ -529,5 +529,50 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     }
     check.close()?;
     dest.close()?;
+    store.close()
+}
+
+/// `seal`: rewrites a closed Zstandard log into its header frame and one frame per turn.
+pub(crate) fn seal(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let (target, store) = open_target(inv, inv.operand(0), false)?;
+    let id = target.id.clone();
+    let report = store
+        .block_on(store.backend.seal(&id))
+        .map_err(|e| store.err(e, target.file.as_deref()))?;
+    #[allow(clippy::cast_precision_loss)] // sizes far below 2^52
+    let ratio = if report.bytes_after > 0 {
+        report.bytes_before as f64 / report.bytes_after as f64
+    } else {
+        1.0
+    };
+    if inv.global.json {
+        let side = |bytes: u64, frames: usize| {
+            obj([("bytes", num(bytes)), ("frames", num(frames as u64))])
+        };
+        let doc = obj([
+            schema("seal"),
+            ("id", Value::from(id.as_str())),
+            ("compression", Value::from(target.compression.as_str())),
+            ("rewritten", Value::from(report.rewritten)),
+            ("before", side(report.bytes_before, report.frames_before)),
+            ("after", side(report.bytes_after, report.frames_after)),
+            ("ratio", float((ratio * 1000.0).round() / 1000.0)),
+        ]);
+        out.line(&doc.to_json())?;
+    } else if report.rewritten {
+        let s = out.style;
+        out.line(&s.green(&format!(
+            "sealed {id}: {} frames → {} frames, {} → {} ({ratio:.2}x smaller)",
+            report.frames_before,
+            report.frames_after,
+            bytes(report.bytes_before),
+            bytes(report.bytes_after)
+        )))?;
+    } else {
+        out.line(&format!(
+            "{id} is a plain JSONL log ({}); it has no frames, nothing to seal",
+            bytes(report.bytes_before)
+        ))?;
+    }
     store.close()
 }

@@ -61,6 +61,7 @@ fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
         "header" => cmd_read::header(inv, out),
         "fork" => cmd_write::fork(inv, out),
         "convert" => cmd_write::convert(inv, out),
+        "seal" => cmd_write::seal(inv, out),
         "verify" => cmd_verify::verify(inv, out),
         "stats" => cmd_read::stats(inv, out),
         other => Err(Error::usage(format!("unknown command \"{other}\""))),

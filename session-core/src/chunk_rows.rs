@@ -39,7 +39,8 @@
 use std::fmt::{self, Write as _};
 use std::sync::{Arc, OnceLock};
 
-use crate::event::{EventParts, KeyOrder, int_value};
+use crate::event::compact::{DeltaKind, DeltaMeta, EventSink};
+use crate::event::int_value;
 use crate::json::{self, Array, MAX_SAFE_INTEGER, Number, Object, Value};
 use crate::{Error, Event, Result};
 
@@ -112,6 +113,22 @@ impl RowTag {
     fn is_tool(self) -> bool {
         self == RowTag::ToolCallChunks
     }
+
+    fn delta_kind(self) -> DeltaKind {
+        match self {
+            RowTag::TextChunks => DeltaKind::Text,
+            RowTag::ReasoningChunks => DeltaKind::Reasoning,
+            RowTag::ToolCallChunks => DeltaKind::ToolCall,
+        }
+    }
+
+    fn from_delta_kind(kind: DeltaKind) -> RowTag {
+        match kind {
+            DeltaKind::Text => RowTag::TextChunks,
+            DeltaKind::Reasoning => RowTag::ReasoningChunks,
+            DeltaKind::ToolCall => RowTag::ToolCallChunks,
+        }
+    }
 }
 
 impl fmt::Display for RowTag {
@@ -120,45 +137,30 @@ impl fmt::Display for RowTag {
     }
 }
 
-/// Shared strings for building expanded events without a key-table lookup per member.
+/// Shared key strings for building rows without a key-table lookup per row.
+#[allow(clippy::struct_field_names)] // k_<key>: the shared key strings
 struct Shared {
-    event_type: Arc<str>,
-    k_type: Arc<str>,
     k_index: Arc<str>,
-    k_text: Arc<str>,
     k_id: Arc<str>,
     k_name: Arc<str>,
-    k_arguments_delta: Arc<str>,
     k_turn: Arc<str>,
     k_step: Arc<str>,
-    k_chunk: Arc<str>,
     k_dt: Arc<str>,
     k_texts: Arc<str>,
     k_args: Arc<str>,
-    chunk_types: [Value; 3],
 }
 
 fn shared() -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
     SHARED.get_or_init(|| Shared {
-        event_type: Arc::from(CHUNK_EVENT_TYPE),
-        k_type: json::key("type"),
         k_index: json::key("index"),
-        k_text: json::key("text"),
         k_id: json::key("id"),
         k_name: json::key("name"),
-        k_arguments_delta: json::key("argumentsDelta"),
         k_turn: json::key("turn"),
         k_step: json::key("step"),
-        k_chunk: json::key("chunk"),
         k_dt: json::key("dt"),
         k_texts: json::key("texts"),
         k_args: json::key("args"),
-        chunk_types: [
-            Value::from(RowTag::TextChunks.chunk_type()),
-            Value::from(RowTag::ReasoningChunks.chunk_type()),
-            Value::from(RowTag::ToolCallChunks.chunk_type()),
-        ],
     })
 }
 
@@ -255,52 +257,32 @@ impl PackedRow {
         ])
     }
 
-    /// The events the row stands for, in order. Strings and the `turn`, `step` and `index`
-    /// numbers are shared with the row, not copied.
+    /// The events the row stands for, in order. The members are stored compactly in one
+    /// shared block; the `turn`, `step` and `index` numbers are shared with the row.
     pub fn expand(&self) -> Vec<Event> {
-        let s = shared();
-        let chunk_type = &s.chunk_types[self.tag as usize];
-        let mut out = Vec::with_capacity(self.members.len());
+        let mut sink = EventSink::default();
+        self.expand_into(&mut sink);
+        sink.take()
+    }
+
+    /// Pushes the row's members into `sink`.
+    fn expand_into(&self, sink: &mut EventSink) {
+        sink.set_meta(DeltaMeta {
+            kind: self.tag.delta_kind(),
+            turn: self.turn.clone(),
+            step: self.step.clone(),
+            index: self.index.clone(),
+            id: self.id.clone(),
+            name: self.name.clone(),
+            parsed_order: false,
+        });
         for (k, (member, &time)) in self.members.iter().zip(self.times.iter()).enumerate() {
-            let ty = (s.k_type.clone(), chunk_type.clone());
-            let index = (s.k_index.clone(), self.index.clone());
-            let chunk = match (self.tag.is_tool(), &self.name) {
-                (false, _) => {
-                    Object::from_ordered_entries([ty, index, (s.k_text.clone(), member.clone())])
-                }
-                (true, None) => Object::from_ordered_entries([
-                    ty,
-                    index,
-                    (s.k_id.clone(), self.id.clone()),
-                    (s.k_arguments_delta.clone(), member.clone()),
-                ]),
-                (true, Some(name)) => Object::from_ordered_entries([
-                    ty,
-                    index,
-                    (s.k_id.clone(), self.id.clone()),
-                    (s.k_name.clone(), name.clone()),
-                    (s.k_arguments_delta.clone(), member.clone()),
-                ]),
-            };
-            let data = Object::from_ordered_entries([
-                (s.k_turn.clone(), self.turn.clone()),
-                (s.k_step.clone(), self.step.clone()),
-                (s.k_chunk.clone(), Value::Object(chunk)),
-            ]);
-            out.push(Event::from_parts(
-                EventParts {
-                    ty: s.event_type.clone(),
-                    seq: self.seq0 + k as u64,
-                    time,
-                    data: Value::Object(data),
-                    surface_op: None,
-                    source_event_seqs: None,
-                    ignorable: false,
-                },
-                KeyOrder::APPEND,
-            ));
+            sink.push_member(
+                self.seq0 + k as u64,
+                time,
+                member.as_str().unwrap_or_default(),
+            );
         }
-        out
     }
 
     /// Reads a storage record as a packed row.
@@ -529,7 +511,9 @@ struct Delta<'a> {
     turn: &'a Value,
     step: &'a Value,
     index: &'a Value,
-    payload: &'a Value,
+    payload: &'a str,
+    /// The payload as a string value, when the event holds one (shared by the row).
+    payload_value: Option<&'a Value>,
     id: &'a Value,
     name: Option<&'a Value>,
 }
@@ -549,6 +533,21 @@ pub fn is_packable(event: &Event) -> bool {
 }
 
 fn classify(event: &Event) -> Option<Delta<'_>> {
+    if let Some((block, k)) = event.as_member() {
+        // Compact members are delta chunks with canonical data by construction.
+        let meta = block.meta(k);
+        return Some(Delta {
+            event,
+            kind: RowTag::from_delta_kind(meta.kind),
+            turn: &meta.turn,
+            step: &meta.step,
+            index: &meta.index,
+            payload: block.text(k),
+            payload_value: None,
+            id: &meta.id,
+            name: meta.name.as_ref(),
+        });
+    }
     if event.event_type() != CHUNK_EVENT_TYPE
         || event.surface_op_value().is_some()
         || event.source_event_seqs_value().is_some()
@@ -592,7 +591,8 @@ fn classify(event: &Event) -> Option<Delta<'_>> {
         turn,
         step,
         index,
-        payload,
+        payload: payload.as_str().unwrap_or_default(),
+        payload_value: Some(payload),
         id,
         name,
     })
@@ -650,7 +650,15 @@ fn build_row(run: &[Delta<'_>]) -> PackedRow {
     let first = &run[0];
     let times: Box<[i64]> = run.iter().map(|d| d.event.time()).collect();
     let dt: Vec<Value> = times.windows(2).map(|w| int_value(w[1] - w[0])).collect();
-    let members = Array::new(run.iter().map(|d| d.payload.clone()).collect::<Vec<_>>());
+    let members = Array::new(
+        run.iter()
+            .map(|d| {
+                d.payload_value
+                    .cloned()
+                    .unwrap_or_else(|| Value::from(d.payload))
+            })
+            .collect::<Vec<_>>(),
+    );
     let mut entries: Vec<(Arc<str>, Value)> = Vec::with_capacity(7);
     entries.push((s.k_turn.clone(), first.turn.clone()));
     entries.push((s.k_step.clone(), first.step.clone()));
@@ -729,11 +737,12 @@ fn pack(events: &[Event], limits: Option<Limits>) -> Vec<StorageRecord> {
             out.push(StorageRecord::Event(event.clone()));
             continue;
         };
-        if let Some(last) = run.last() {
-            if last.kind == delta.kind && continues(last, &delta) {
-                run.push(delta);
-                continue;
-            }
+        if let Some(last) = run.last()
+            && last.kind == delta.kind
+            && continues(last, &delta)
+        {
+            run.push(delta);
+            continue;
         }
         flush(&mut run, limits, &mut out);
         run.push(delta);
@@ -767,8 +776,7 @@ struct RunSizes {
 impl RunSizes {
     fn new(run: &[Delta<'_>]) -> RunSizes {
         // A one-member row has an empty `dt` and one member: the rest is the fixed part.
-        let fixed = build_row(&run[..1]).data.to_json().len()
-            - json_str_len(run[0].payload.as_str().unwrap_or_default());
+        let fixed = build_row(&run[..1]).data.to_json().len() - json_str_len(run[0].payload);
         let mut members = Vec::with_capacity(run.len() + 1);
         let mut gaps = Vec::with_capacity(run.len() + 1);
         members.push(0);
@@ -776,7 +784,7 @@ impl RunSizes {
         gaps.push(0);
         for (i, d) in run.iter().enumerate() {
             let last = members[i];
-            members.push(last + json_str_len(d.payload.as_str().unwrap_or_default()));
+            members.push(last + json_str_len(d.payload));
             if i > 0 {
                 let gap = d.event.time() - run[i - 1].event.time();
                 let last = gaps[i];
@@ -903,6 +911,10 @@ pub fn decode_storage_record(v: Value) -> Result<Decoded> {
         None => Ok(Decoded::Passthrough(v)),
     }
 }
+
+mod decoder;
+
+pub use decoder::{LineRecord, StorageDecoder};
 
 #[cfg(test)]
 mod tests;

@@ -1,10 +1,14 @@
 //! The event envelope, its vocabulary and its serialized form.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::Error;
 use crate::json::{self, Value};
+
+pub(crate) mod compact;
+
+use self::compact::ChunkBlock;
 
 /// The three surface-eligible event types: the only events that can become model messages.
 pub const SURFACE_EVENT_TYPES: [&str; 3] = ["user/message", "assistant/message", "tool/result"];
@@ -208,6 +212,12 @@ impl KeyOrder {
         keys: [0, 1, 2, 3, 4, 5, 6],
         len: 7,
     };
+    /// Exactly `type, seq, time, data`: the order of a stored line that has these four keys in
+    /// this order.
+    pub(crate) const PARSED: KeyOrder = KeyOrder {
+        keys: [0, 1, 2, 3, 0, 0, 0],
+        len: 4,
+    };
 
     fn iter(self) -> impl Iterator<Item = EnvKey> {
         let keys = self.keys;
@@ -225,8 +235,30 @@ impl KeyOrder {
 /// An `Event` satisfies the envelope rules on its own (allowed keys, `seq` a non-negative safe
 /// integer, `time` a safe integer, `ignorable` absent or `true`). Whether its surface metadata
 /// is acceptable depends on its position in a log and is checked by the surface.
+///
+/// Streamed delta chunks read from storage are kept compactly (many events share one block;
+/// see the `compact` module); their `data` tree is built on first use. This is invisible
+/// through the API: every accessor, the serialized form, equality and identity behave the same
+/// for both representations.
 #[derive(Clone)]
-pub struct Event(Arc<Inner>);
+pub struct Event(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    /// An event with its own envelope and `data` tree.
+    Single(Arc<Inner>),
+    /// Member `k` of a shared block of delta chunks.
+    Member(Arc<ChunkBlock>, u32),
+}
+
+/// The type of every compact member.
+const CHUNK_TYPE: &str = "assistant/chunk";
+
+/// The shared `assistant/chunk` type string of compact members.
+pub(crate) fn chunk_event_type() -> &'static Arc<str> {
+    static TYPE: OnceLock<Arc<str>> = OnceLock::new();
+    TYPE.get_or_init(|| Arc::from(CHUNK_TYPE))
+}
 
 struct Inner {
     ty: Arc<str>,
@@ -234,9 +266,86 @@ struct Inner {
     time: i64,
     data: Value,
     surface_op: Option<Value>,
-    source_event_seqs: Option<Value>,
+    source_event_seqs: Option<Sources>,
     ignorable: bool,
     order: KeyOrder,
+}
+
+/// A `sourceEventSeqs` value as stored.
+enum Sources {
+    /// Any value.
+    Value(Value),
+    /// A long array of consecutive-run seqs read from storage (a message citing its chunks),
+    /// kept as runs; the array value is built on first use.
+    Runs(Box<SeqRuns>),
+}
+
+impl Sources {
+    fn value(&self) -> &Value {
+        match self {
+            Sources::Value(v) => v,
+            Sources::Runs(r) => r.value(),
+        }
+    }
+}
+
+/// Runs of consecutive non-negative safe integers standing for an array of them.
+struct SeqRuns {
+    /// `(first, count)` of each run, in array order.
+    runs: Box<[(u64, u64)]>,
+    value: OnceLock<Value>,
+}
+
+/// Arrays shorter than this are kept as values.
+const MIN_RUNS_ARRAY: usize = 16;
+
+impl SeqRuns {
+    /// The runs of `v` when it is an array worth compacting whose items are all non-negative
+    /// safe integers in JavaScript spelling (so that writing the runs reproduces its text).
+    fn from_value(v: &Value) -> Option<SeqRuns> {
+        let items = v.as_array()?;
+        if items.len() < MIN_RUNS_ARRAY {
+            return None;
+        }
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for item in items.iter() {
+            let n = match item {
+                Value::Number(n) if !n.is_verbatim() => n.as_u64()?,
+                _ => return None,
+            };
+            match runs.last_mut() {
+                Some((first, count)) if first.checked_add(*count) == Some(n) => *count += 1,
+                _ => runs.push((n, 1)),
+            }
+        }
+        (runs.len() * 4 <= items.len()).then(|| SeqRuns {
+            runs: runs.into_boxed_slice(),
+            value: OnceLock::new(),
+        })
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.runs
+            .iter()
+            .flat_map(|&(first, count)| (0..count).map(move |i| first + i))
+    }
+
+    fn value(&self) -> &Value {
+        self.value
+            .get_or_init(|| Value::array(self.iter().map(seq_value)))
+    }
+
+    fn write_json(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        out.push('[');
+        for (i, n) in self.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{n}");
+        }
+        out.push(']');
+    }
 }
 
 /// The parts of an event, for building one.
@@ -261,16 +370,30 @@ pub struct EventParts {
 impl Event {
     /// Builds an event serialized in `order`.
     pub fn from_parts(parts: EventParts, order: KeyOrder) -> Event {
-        Event(Arc::new(Inner {
+        Event(Repr::Single(Arc::new(Inner {
             ty: parts.ty,
             seq: parts.seq,
             time: parts.time,
             data: parts.data,
             surface_op: parts.surface_op,
-            source_event_seqs: parts.source_event_seqs,
+            source_event_seqs: parts.source_event_seqs.map(Sources::Value),
             ignorable: parts.ignorable,
             order,
-        }))
+        })))
+    }
+
+    /// Member `k` of a compact block.
+    pub(crate) fn member(block: &Arc<ChunkBlock>, k: u32) -> Event {
+        Event(Repr::Member(block.clone(), k))
+    }
+
+    /// The block and member index of a compact member.
+    #[inline]
+    pub(crate) fn as_member(&self) -> Option<(&ChunkBlock, u32)> {
+        match &self.0 {
+            Repr::Single(_) => None,
+            Repr::Member(b, k) => Some((b, *k)),
+        }
     }
 
     /// Builds an event the way a live `append` does (`sourceEventSeqs` before `surfaceOp`).
@@ -338,7 +461,11 @@ impl Event {
         let (Some(ty), Some(seq), Some(time), Some(data)) = (ty, seq, time, data) else {
             return Err(invalid("missing required key"));
         };
-        Ok(Event(Arc::new(Inner {
+        let source_event_seqs = source_event_seqs.map(|v: Value| match SeqRuns::from_value(&v) {
+            Some(runs) => Sources::Runs(Box::new(runs)),
+            None => Sources::Value(v),
+        });
+        Ok(Event(Repr::Single(Arc::new(Inner {
             ty,
             seq,
             time,
@@ -347,7 +474,7 @@ impl Event {
             source_event_seqs,
             ignorable,
             order,
-        })))
+        }))))
     }
 
     /// Parses one JSON line into an event (see [`Event::from_value`]).
@@ -356,54 +483,86 @@ impl Event {
     }
 
     /// The event type, for example `"turn/start"`.
+    #[inline]
     pub fn event_type(&self) -> &str {
-        &self.0.ty
+        match &self.0 {
+            Repr::Single(e) => &e.ty,
+            Repr::Member(..) => CHUNK_TYPE,
+        }
     }
 
     /// The shared event type string.
+    #[inline]
     pub fn event_type_arc(&self) -> &Arc<str> {
-        &self.0.ty
+        match &self.0 {
+            Repr::Single(e) => &e.ty,
+            Repr::Member(..) => chunk_event_type(),
+        }
     }
 
     /// Position in the log (equal to the event's index).
+    #[inline]
     pub fn seq(&self) -> u64 {
-        self.0.seq
+        match &self.0 {
+            Repr::Single(e) => e.seq,
+            Repr::Member(b, k) => b.seq(*k),
+        }
     }
 
     /// Milliseconds since the Unix epoch; not monotonic.
+    #[inline]
     pub fn time(&self) -> i64 {
-        self.0.time
+        match &self.0 {
+            Repr::Single(e) => e.time,
+            Repr::Member(b, k) => b.time(*k),
+        }
     }
 
     /// The payload.
+    #[inline]
     pub fn data(&self) -> &Value {
-        &self.0.data
+        match &self.0 {
+            Repr::Single(e) => &e.data,
+            Repr::Member(b, k) => b.data(*k),
+        }
+    }
+
+    #[inline]
+    fn single(&self) -> Option<&Inner> {
+        match &self.0 {
+            Repr::Single(e) => Some(e),
+            Repr::Member(..) => None,
+        }
     }
 
     /// The raw `surfaceOp` value, when present.
+    #[inline]
     pub fn surface_op_value(&self) -> Option<&Value> {
-        self.0.surface_op.as_ref()
+        self.single()?.surface_op.as_ref()
     }
 
     /// The raw `sourceEventSeqs` value, when present.
+    #[inline]
     pub fn source_event_seqs_value(&self) -> Option<&Value> {
-        self.0.source_event_seqs.as_ref()
+        self.single()?
+            .source_event_seqs
+            .as_ref()
+            .map(Sources::value)
     }
 
     /// The parsed `surfaceOp`: `None` when absent or not acceptable.
     pub fn surface_op(&self) -> Option<SurfaceOp> {
-        self.0
-            .surface_op
-            .as_ref()
+        self.surface_op_value()
             .and_then(|v| SurfaceOp::from_value(v).ok())
     }
 
     /// The `sourceEventSeqs` as integers: `None` when absent or not an array of non-negative
     /// safe integers.
     pub fn source_event_seqs(&self) -> Option<Vec<u64>> {
-        self.0
-            .source_event_seqs
-            .as_ref()?
+        if let Some(Sources::Runs(runs)) = &self.single()?.source_event_seqs {
+            return Some(runs.iter().collect());
+        }
+        self.source_event_seqs_value()?
             .as_array()?
             .iter()
             .map(Value::as_u64)
@@ -411,27 +570,37 @@ impl Event {
     }
 
     /// Whether `ignorable: true` is present.
+    #[inline]
     pub fn ignorable(&self) -> bool {
-        self.0.ignorable
+        self.single().is_some_and(|e| e.ignorable)
     }
 
     /// The envelope key order used for serialization.
     pub fn key_order(&self) -> KeyOrder {
-        self.0.order
+        match &self.0 {
+            Repr::Single(e) => e.order,
+            Repr::Member(b, k) => {
+                if b.meta(*k).parsed_order {
+                    KeyOrder::PARSED
+                } else {
+                    KeyOrder::APPEND
+                }
+            }
+        }
     }
 
     /// `isSurfaceEvent`: an eligible type carrying a `surfaceOp`.
+    #[inline]
     pub fn is_surface_event(&self) -> bool {
-        is_surface_eligible_type(&self.0.ty) && self.0.surface_op.is_some()
+        self.single()
+            .is_some_and(|e| e.surface_op.is_some() && is_surface_eligible_type(&e.ty))
     }
 
     /// `isAppendSurfaceEvent`: a surface event whose `surfaceOp` is `"append"`.
     pub fn is_append_surface_event(&self) -> bool {
         self.is_surface_event()
             && self
-                .0
-                .surface_op
-                .as_ref()
+                .surface_op_value()
                 .and_then(Value::as_str)
                 .is_some_and(|s| s == "append")
     }
@@ -443,28 +612,32 @@ impl Event {
 
     /// Whether both handles point at the same stored event.
     pub fn ptr_eq(&self, other: &Event) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        match (&self.0, &other.0) {
+            (Repr::Single(a), Repr::Single(b)) => Arc::ptr_eq(a, b),
+            (Repr::Member(a, i), Repr::Member(b, j)) => i == j && Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
     /// The envelope as a JSON object, in serialization order.
     pub fn to_value(&self) -> Value {
         let mut entries: Vec<(Arc<str>, Value)> = Vec::with_capacity(7);
-        for key in self.0.order.iter() {
+        for key in self.key_order().iter() {
             let (name, value) = match key {
-                EnvKey::Type => ("type", Value::String(self.0.ty.clone())),
-                EnvKey::Seq => ("seq", seq_value(self.0.seq)),
-                EnvKey::Time => ("time", int_value(self.0.time)),
-                EnvKey::Data => ("data", self.0.data.clone()),
-                EnvKey::SurfaceOp => match &self.0.surface_op {
+                EnvKey::Type => ("type", Value::String(self.event_type_arc().clone())),
+                EnvKey::Seq => ("seq", seq_value(self.seq())),
+                EnvKey::Time => ("time", int_value(self.time())),
+                EnvKey::Data => ("data", self.data().clone()),
+                EnvKey::SurfaceOp => match self.surface_op_value() {
                     Some(v) => ("surfaceOp", v.clone()),
                     None => continue,
                 },
-                EnvKey::SourceEventSeqs => match &self.0.source_event_seqs {
+                EnvKey::SourceEventSeqs => match self.source_event_seqs_value() {
                     Some(v) => ("sourceEventSeqs", v.clone()),
                     None => continue,
                 },
                 EnvKey::Ignorable => {
-                    if self.0.ignorable {
+                    if self.ignorable() {
                         ("ignorable", Value::Bool(true))
                     } else {
                         continue;
@@ -480,31 +653,38 @@ impl Event {
     /// reference writes for this event.
     pub fn write_json(&self, out: &mut String) {
         use std::fmt::Write as _;
+        let e = match &self.0 {
+            Repr::Single(e) => e,
+            Repr::Member(b, k) => {
+                b.write_json(*k, out);
+                return;
+            }
+        };
         out.push('{');
         let mut first = true;
-        for key in self.0.order.iter() {
+        for key in e.order.iter() {
             let sep = if first { "" } else { "," };
             match key {
                 EnvKey::Type => {
                     out.push_str(sep);
                     out.push_str("\"type\":");
-                    json::write_str(&self.0.ty, out);
+                    json::write_str(&e.ty, out);
                 }
                 EnvKey::Seq => {
                     out.push_str(sep);
-                    let _ = write!(out, "\"seq\":{}", self.0.seq);
+                    let _ = write!(out, "\"seq\":{}", e.seq);
                 }
                 EnvKey::Time => {
                     out.push_str(sep);
-                    let _ = write!(out, "\"time\":{}", self.0.time);
+                    let _ = write!(out, "\"time\":{}", e.time);
                 }
                 EnvKey::Data => {
                     out.push_str(sep);
                     out.push_str("\"data\":");
-                    self.0.data.write_json(out);
+                    e.data.write_json(out);
                 }
                 EnvKey::SurfaceOp => {
-                    let Some(v) = &self.0.surface_op else {
+                    let Some(v) = &e.surface_op else {
                         continue;
                     };
                     out.push_str(sep);
@@ -512,15 +692,18 @@ impl Event {
                     v.write_json(out);
                 }
                 EnvKey::SourceEventSeqs => {
-                    let Some(v) = &self.0.source_event_seqs else {
+                    let Some(v) = &e.source_event_seqs else {
                         continue;
                     };
                     out.push_str(sep);
                     out.push_str("\"sourceEventSeqs\":");
-                    v.write_json(out);
+                    match v {
+                        Sources::Value(v) => v.write_json(out),
+                        Sources::Runs(runs) => runs.write_json(out),
+                    }
                 }
                 EnvKey::Ignorable => {
-                    if !self.0.ignorable {
+                    if !e.ignorable {
                         continue;
                     }
                     out.push_str(sep);
@@ -538,35 +721,58 @@ impl Event {
         self.write_json(&mut s);
         s
     }
+
+    /// Whether the payloads are structurally equal, without building trees for compact
+    /// members that have none yet.
+    fn data_eq(&self, other: &Event) -> bool {
+        match (&self.0, &other.0) {
+            (Repr::Single(a), Repr::Single(b)) => a.data == b.data,
+            (Repr::Member(a, i), Repr::Member(b, j)) => a.data_eq(*i, b, *j),
+            (Repr::Member(b, k), Repr::Single(e)) | (Repr::Single(e), Repr::Member(b, k)) => {
+                b.data_uncached(*k) == e.data
+            }
+        }
+    }
+
+    /// Whether the `sourceEventSeqs` are equal, without building arrays for runs.
+    fn sources_eq(&self, other: &Event) -> bool {
+        fn runs(e: &Event) -> Option<&[(u64, u64)]> {
+            match e.single()?.source_event_seqs.as_ref()? {
+                Sources::Runs(r) => Some(&r.runs),
+                Sources::Value(_) => None,
+            }
+        }
+        match (runs(self), runs(other)) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.source_event_seqs_value() == other.source_event_seqs_value(),
+        }
+    }
+
+    fn present_order(&self) -> Vec<EnvKey> {
+        self.key_order()
+            .iter()
+            .filter(|k| match k {
+                EnvKey::SurfaceOp => self.surface_op_value().is_some(),
+                EnvKey::SourceEventSeqs => self.source_event_seqs_value().is_some(),
+                EnvKey::Ignorable => self.ignorable(),
+                _ => true,
+            })
+            .collect()
+    }
 }
 
 impl PartialEq for Event {
     /// Equal when the serialized forms would be equal (key order included).
     fn eq(&self, other: &Event) -> bool {
         self.ptr_eq(other)
-            || (self.0.ty == other.0.ty
-                && self.0.seq == other.0.seq
-                && self.0.time == other.0.time
-                && self.0.ignorable == other.0.ignorable
-                && self.0.data == other.0.data
-                && self.0.surface_op == other.0.surface_op
-                && self.0.source_event_seqs == other.0.source_event_seqs
-                && self.present_order() == other.present_order())
-    }
-}
-
-impl Event {
-    fn present_order(&self) -> Vec<EnvKey> {
-        self.0
-            .order
-            .iter()
-            .filter(|k| match k {
-                EnvKey::SurfaceOp => self.0.surface_op.is_some(),
-                EnvKey::SourceEventSeqs => self.0.source_event_seqs.is_some(),
-                EnvKey::Ignorable => self.0.ignorable,
-                _ => true,
-            })
-            .collect()
+            || (self.event_type() == other.event_type()
+                && self.seq() == other.seq()
+                && self.time() == other.time()
+                && self.ignorable() == other.ignorable()
+                && self.surface_op_value() == other.surface_op_value()
+                && self.sources_eq(other)
+                && self.present_order() == other.present_order()
+                && self.data_eq(other))
     }
 }
 

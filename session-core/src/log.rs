@@ -86,10 +86,25 @@ impl Log {
 
 impl Events {
     /// Builds a frozen list from events (no seq check; see [`Log::push`] for a checked log).
-    pub fn from_vec(events: Vec<Event>) -> Events {
-        Events {
-            events: events.into_iter().collect(),
+    ///
+    /// The vector's memory is given back as the list grows (it is consumed from the end in
+    /// steps), so converting a large log does not need room for two copies of its handles.
+    pub fn from_vec(mut events: Vec<Event>) -> Events {
+        const STEP: usize = 1 << 15;
+        if events.len() <= STEP {
+            return Events {
+                events: events.into_iter().collect(),
+            };
         }
+        let mut list = imbl::Vector::new();
+        while !events.is_empty() {
+            let keep = events.len().saturating_sub(STEP);
+            let mut tail: imbl::Vector<Event> = events.drain(keep..).collect();
+            tail.append(list);
+            list = tail;
+            events.shrink_to(keep);
+        }
+        Events { events: list }
     }
 
     /// Number of events.
@@ -175,6 +190,12 @@ impl<'a> IntoIterator for &'a Events {
     }
 }
 
+impl From<Vec<Event>> for Events {
+    fn from(events: Vec<Event>) -> Events {
+        Events::from_vec(events)
+    }
+}
+
 impl FromIterator<Event> for Events {
     fn from_iter<I: IntoIterator<Item = Event>>(iter: I) -> Events {
         Events {
@@ -190,6 +211,16 @@ mod tests {
 
     fn ev(seq: u64) -> Event {
         Event::appended("x", seq, 0, Value::Null, None, None)
+    }
+
+    #[test]
+    fn large_vectors_convert_in_order() {
+        let events: Vec<Event> = (0..100_000).map(ev).collect();
+        let list = Events::from_vec(events.clone());
+        assert_eq!(list.len(), events.len());
+        assert!(list.iter().zip(&events).all(|(a, b)| a.ptr_eq(b)));
+        assert_eq!(list.get(77_777).map(Event::seq), Some(77_777));
+        assert_eq!(Events::from(vec![ev(0)]).len(), 1);
     }
 
     #[test]

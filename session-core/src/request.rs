@@ -63,20 +63,20 @@ pub fn canonical_header(header: &Value) -> Value {
     if let Some(config) = obj.get("config") {
         entries.push((json::key("config"), config.clone()));
     }
-    if let Some(defaults) = obj.get("adapterDefaults") {
-        if is_true(defaults.get("reasoningEffort")) || is_true(defaults.get("maxTokens")) {
-            entries.push((json::key("adapterDefaults"), defaults.clone()));
-        }
+    if let Some(defaults) = obj.get("adapterDefaults")
+        && (is_true(defaults.get("reasoningEffort")) || is_true(defaults.get("maxTokens")))
+    {
+        entries.push((json::key("adapterDefaults"), defaults.clone()));
     }
-    if let Some(system) = obj.get("system") {
-        if has_positive_length(system) {
-            entries.push((json::key("system"), system.clone()));
-        }
+    if let Some(system) = obj.get("system")
+        && has_positive_length(system)
+    {
+        entries.push((json::key("system"), system.clone()));
     }
-    if let Some(tools) = obj.get("tools") {
-        if has_positive_length(tools) {
-            entries.push((json::key("tools"), tools.clone()));
-        }
+    if let Some(tools) = obj.get("tools")
+        && has_positive_length(tools)
+    {
+        entries.push((json::key("tools"), tools.clone()));
     }
     Value::Object(Object::from_entries(entries))
 }
@@ -397,10 +397,10 @@ pub fn check_request_header_shape(data: &Value) -> Result<(), RequestHeaderShape
     {
         return Err(RequestHeaderShapeIssue::LacksProviderModel);
     }
-    if let Some(effort) = config_field("reasoningEffort") {
-        if !effort.is_non_empty_str() {
-            return Err(RequestHeaderShapeIssue::InvalidReasoningEffort);
-        }
+    if let Some(effort) = config_field("reasoningEffort")
+        && !effort.is_non_empty_str()
+    {
+        return Err(RequestHeaderShapeIssue::InvalidReasoningEffort);
     }
     if let Some(defaults) = header.get("adapterDefaults") {
         let Some(markers) = defaults.as_object() else {

@@ -164,6 +164,14 @@ pub enum Error {
         /// The session log.
         path: PathBuf,
     },
+    /// `cannot seal session "<id>": <reason>`: the log is not in a state that sealing may
+    /// rewrite (an open turn, a torn tail, an invalid stored envelope, or no log at all).
+    SealRefused {
+        /// The session id.
+        id: String,
+        /// Why sealing was refused.
+        reason: String,
+    },
     /// The session log disappeared under its writer; it is never silently re-created.
     Vanished {
         /// The session id.
@@ -367,6 +375,17 @@ pub enum Error {
         id: String,
         /// The validation failure.
         cause: Box<Error>,
+    },
+    /// A redaction hook changed an event's envelope:
+    /// `redaction of event <seq> of session "<id>" changed its <field>`.
+    RedactionChangedEnvelope {
+        /// The session id.
+        id: String,
+        /// The seq of the event as admitted.
+        seq: u64,
+        /// The envelope field that changed (`type`, `seq`, `time`, `surfaceOp`,
+        /// `sourceEventSeqs` or `ignorable`).
+        field: &'static str,
     },
     /// `session "<id>" lost persistence state during load`.
     LostState {
@@ -760,6 +779,9 @@ impl fmt::Display for Error {
                 write!(f, "failed to roll back append to \"{}\"", path.display())
             }
             Error::Locked { id, .. } => write!(f, "session \"{id}\" is locked by another writer"),
+            Error::SealRefused { id, reason } => {
+                write!(f, "cannot seal session \"{id}\": {reason}")
+            }
             Error::Vanished { id, path } => write!(
                 f,
                 "session \"{id}\" log \"{}\" disappeared under its writer; refusing to re-create \
@@ -920,6 +942,10 @@ impl fmt::Display for Error {
                 f,
                 "stored session \"{id}\" failed validation: {}: {cause}",
                 cause.name()
+            ),
+            Error::RedactionChangedEnvelope { id, seq, field } => write!(
+                f,
+                "redaction of event {seq} of session \"{id}\" changed its {field}"
             ),
             Error::LostState { id } => {
                 write!(f, "session \"{id}\" lost persistence state during load")

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use session_core::json::Value;
-use session_core::{Event, SessionHeader};
+use session_core::{Event, EventParts, SessionHeader};
 use tokio::sync::watch;
 
 use crate::backend::{Backend, Revision, StoredPrefix, TornMarker};
@@ -389,6 +389,22 @@ fn lenient_header(header: &Value, id: &str) -> SessionHeader {
     meta
 }
 
+/// A copy of `event` with an identity of its own (its immutable payload stays shared).
+fn fresh(event: &Event) -> Event {
+    Event::from_parts(
+        EventParts {
+            ty: event.event_type_arc().clone(),
+            seq: event.seq(),
+            time: event.time(),
+            data: event.data().clone(),
+            surface_op: event.surface_op_value().cloned(),
+            source_event_seqs: event.source_event_seqs_value().cloned(),
+            ignorable: event.ignorable(),
+        },
+        event.key_order(),
+    )
+}
+
 #[async_trait]
 impl Backend for MemoryBackend {
     fn name(&self) -> &str {
@@ -405,7 +421,8 @@ impl Backend for MemoryBackend {
         Ok(log.map(|log| StoredPrefix {
             meta: log.meta,
             header_value: log.header,
-            events: log.events,
+            // Every read gives new event objects, as a read from real storage does.
+            events: log.events.iter().map(fresh).collect(),
             invalid_envelope: log.invalid,
             revision: self.revision(log.revision),
             torn: None,

@@ -65,10 +65,10 @@ impl Pending {
     }
 
     fn record_call(&mut self, id: &str, seq: u64) {
-        if let Some(&i) = self.index.get(id) {
-            if let Some(call) = &mut self.slots[i].1 {
-                call.call_seq = Some(seq);
-            }
+        if let Some(&i) = self.index.get(id)
+            && let Some(call) = &mut self.slots[i].1
+        {
+            call.call_seq = Some(seq);
         }
     }
 
@@ -114,8 +114,22 @@ struct Scan {
 
 impl Scan {
     fn visit(&mut self, event: &Event) {
+        let ty = event.event_type();
+        if !matches!(
+            ty,
+            "turn/start"
+                | "turn/end"
+                | "step/start"
+                | "step/end"
+                | "assistant/message"
+                | "tool/call"
+                | "tool/result"
+        ) {
+            // Nothing to read (and no payload to touch) for other events.
+            return;
+        }
         let data = event.data();
-        match event.event_type() {
+        match ty {
             "turn/start" => {
                 self.open_turn = marker(data, "turn");
                 self.open_step = None;

@@ -185,12 +185,12 @@ impl Trace {
     fn validate(&self, event: &Event) -> Result<(), InvariantError> {
         let fail = |m: String| Err(InvariantError::new(m));
         let seq = event.seq();
-        if let Some(last) = self.last_seq {
-            if seq <= last {
-                return fail(format!(
-                    "seq must strictly increase: saw {seq} after {last}"
-                ));
-            }
+        if let Some(last) = self.last_seq
+            && seq <= last
+        {
+            return fail(format!(
+                "seq must strictly increase: saw {seq} after {last}"
+            ));
         }
         let ty = event.event_type();
         let data = event.data();

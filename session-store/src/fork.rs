@@ -17,10 +17,10 @@ pub(crate) fn fork(
 ) -> Result<(SharedSession, Detach)> {
     let inner = store.inner();
     // 1. A given child id must not be live; checked before the source and the boundary.
-    if let Some(child) = child_id {
-        if inner.live_instance(child).is_some() {
-            return Err(ForkError::already_exists(child).into());
-        }
+    if let Some(child) = child_id
+        && inner.live_instance(child).is_some()
+    {
+        return Err(ForkError::already_exists(child).into());
     }
     // 2. Resolve the source to the store's live instance.
     let source = match source {

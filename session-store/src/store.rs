@@ -336,13 +336,13 @@ impl StoreInner {
         let id = id.to_owned();
         let future = Contained(future);
         self.spawn(Box::pin(async move {
-            if let Err(e) = future.await {
-                if let Some(store) = store.upgrade() {
-                    store.warn(&format!(
-                        "session \"{id}\": {what} listener rejected: {}",
-                        js_error(&e)
-                    ));
-                }
+            if let Err(e) = future.await
+                && let Some(store) = store.upgrade()
+            {
+                store.warn(&format!(
+                    "session \"{id}\": {what} listener rejected: {}",
+                    js_error(&e)
+                ));
             }
         }));
     }
@@ -526,12 +526,14 @@ impl StoreInner {
         let session = match options.seed_source {
             SeedSource::Persistence => {
                 let header = options.meta.unwrap_or(Value::Null);
-                let seed = match (options.seed, options.seed_events) {
-                    (Some(seed), _) => Some(seed),
-                    (None, Some(events)) => Some(events.iter().map(Event::to_value).collect()),
-                    (None, None) => None,
-                };
-                Session::from_seed(id, seed, Some(&header), SeedMode::Restore, clock)?
+                match (options.seed, options.seed_events) {
+                    (None, Some(events)) => {
+                        Session::from_restore_events(id, events, &header, clock)?
+                    }
+                    (seed, _) => {
+                        Session::from_seed(id, seed, Some(&header), SeedMode::Restore, clock)?
+                    }
+                }
             }
             SeedSource::Snapshot => {
                 let header = build_header(&id, options.meta.as_ref(), self.clock.now_ms())?;

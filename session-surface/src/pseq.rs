@@ -286,11 +286,11 @@ impl<T: Clone> PSeq<T> {
 
     /// Removes `count` elements from index `at` and, when `insert` is given, puts it at `at`.
     pub(crate) fn replace(&mut self, at: usize, count: usize, insert: Option<T>) {
-        if count > 0 {
-            if let Some(root) = replace_within(self.root.as_ref(), at, count, insert.as_ref()) {
-                self.root = root;
-                return;
-            }
+        if count > 0
+            && let Some(root) = replace_within(self.root.as_ref(), at, count, insert.as_ref())
+        {
+            self.root = root;
+            return;
         }
         let rest = remove_range(self.root.as_ref(), at, at.saturating_add(count));
         let Some(x) = insert else {

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use session_core::event::{END_SEED, int_value};
+use session_core::event::{END_SEED, int_value, is_surface_eligible_type};
 use session_core::json::{self, Value};
 use session_core::request::{
     RequestContextFold, RequestHeaderFold, check_request_header_shape, is_legacy_fallback_header,
@@ -197,6 +197,20 @@ impl Session {
         )
     }
 
+    /// `Session.fromRestore` for events that are already parsed (the persistence load path):
+    /// the same validation, in the same order and with the same messages, as
+    /// [`Session::from_restore`] with the events' JSON values, without the round trip through
+    /// JSON values. The session's log shares the given events (and, for an [`Events`]
+    /// snapshot, its storage).
+    pub fn from_restore_events(
+        id: impl Into<Arc<str>>,
+        seed: impl Into<Events>,
+        header: &Value,
+        clock: SharedClock,
+    ) -> Result<Session> {
+        Session::restore_events(id.into(), seed.into(), header, clock)
+    }
+
     /// Either constructor, by mode. In restore mode a header is required (a missing one is
     /// `session header is not a plain JSON record`).
     pub fn from_seed(
@@ -295,6 +309,70 @@ impl Session {
         Ok(session)
     }
 
+    /// Restore mode over parsed events: the header first, then every seed check of
+    /// [`Session::seed_value`] after the envelope (which an [`Event`] always satisfies); the
+    /// validated events become the log as they are.
+    fn restore_events(
+        id: Arc<str>,
+        seed: Events,
+        header: &Value,
+        clock: SharedClock,
+    ) -> Result<Session> {
+        let header = validate_header(header, &id)?;
+        let mut session = Session {
+            header,
+            id,
+            log: Log::new(),
+            first_live_seq: 0,
+            surface: Surface::new(),
+            request_header: RequestHeaderFold::new(),
+            request_context: RequestContextFold::new(),
+            transcript: imbl::Vector::new(),
+            clock,
+        };
+        session.surface.reserve(seed.len());
+        for (index, event) in seed.iter().enumerate() {
+            let ty = event.event_type();
+            if is_plain_log_event(ty, event) {
+                // What the general path below does for an event that no seed check reads and
+                // that is not a surface candidate: the contiguity check and the log-only fold.
+                if event.seq() != index as u64 {
+                    return Err(Error::SeedNotContiguous {
+                        index,
+                        seq: event.seq(),
+                    });
+                }
+                session.surface.push_log_only();
+                session.request_header.push(event);
+                session.request_context.push(event);
+                continue;
+            }
+            if ty == "request/header-delta" {
+                return Err(Error::SeedLegacyHeaderDelta { index });
+            }
+            // Earlier events only: exactly what the log would hold at this point.
+            let lookup = |seq: u64| {
+                usize::try_from(seq)
+                    .ok()
+                    .filter(|&i| i < index)
+                    .and_then(|i| seed.get(i))
+                    .cloned()
+            };
+            let plan = session.plan_seed_event(index, event, &lookup)?;
+            session.fold(event, plan);
+        }
+        session.log = Log::from_events(seed);
+        session.first_live_seq = session.log.next_seq();
+        if session
+            .log
+            .last()
+            .is_none_or(|e| e.event_type() != END_SEED)
+        {
+            session.append(Draft::new(END_SEED, Value::empty_object()))?;
+        }
+        Ok(session)
+    }
+
     /// One seed entry given as a JSON value (§2.8 steps 2.1–2.7).
     fn seed_value(&mut self, index: usize, raw: &Value, mode: SeedMode) -> Result<()> {
         let value = match mode {
@@ -312,20 +390,39 @@ impl Session {
 
     /// §2.8 steps 2.3–2.7 for an event whose envelope is valid.
     fn accept_seed_event(&mut self, index: usize, event: Event) -> Result<()> {
+        let plan = {
+            let log = &self.log;
+            self.plan_seed_event(index, &event, &|seq| log.get(seq).cloned())?
+        };
+        self.commit(Candidate { event, plan });
+        Ok(())
+    }
+
+    /// §2.8 steps 2.3–2.7 without committing: the seed checks and the surface plan, with
+    /// earlier events looked up through `lookup`.
+    fn plan_seed_event(
+        &self,
+        index: usize,
+        event: &Event,
+        lookup: &dyn Fn(u64) -> Option<Event>,
+    ) -> Result<Plan> {
         let ty = event.event_type();
+        // The payload is only read for the types these checks concern.
         if ty == "request/header" {
             check_request_header_shape(event.data()).map_err(|issue| Error::SeedRequestHeader {
                 index,
                 problem: issue.message_tail().to_owned(),
             })?;
         }
-        if let Some(problem) = message_shape_problem(ty, event.data()) {
+        if is_message_type(ty)
+            && let Some(problem) = message_shape_problem(ty, event.data())
+        {
             return Err(Error::MessageShape {
                 subject: format!("seed {ty} at index {index}"),
                 problem,
             });
         }
-        if is_fallback_header(ty, event.data()) {
+        if ty == "request/header" && is_fallback_header(ty, event.data()) {
             return Err(Error::SeedLegacyFallbackReason { index });
         }
         if event.seq() != index as u64 {
@@ -334,14 +431,9 @@ impl Session {
                 seq: event.seq(),
             });
         }
-        let plan = {
-            let log = &self.log;
-            self.surface
-                .plan(&event, &|seq| log.get(seq).cloned())
-                .map_err(|error| Error::SeedSurface { index, error })?
-        };
-        self.commit(Candidate { event, plan });
-        Ok(())
+        self.surface
+            .plan(event, lookup)
+            .map_err(|error| Error::SeedSurface { index, error })
     }
 
     /// §2.2 steps 1–4: the checks that need no session state.
@@ -417,13 +509,19 @@ impl Session {
             // A candidate is always built for the next seq; a stale one is dropped.
             return event;
         }
-        if let Some(entry) = TranscriptEntry::for_event(&event, plan.shadowed()) {
+        self.fold(&event, plan);
+        event
+    }
+
+    /// Folds an event that is (or is about to become) the log's next one into every derived
+    /// view.
+    fn fold(&mut self, event: &Event, plan: Plan) {
+        if let Some(entry) = TranscriptEntry::for_event(event, plan.shadowed()) {
             self.transcript.push_back(entry);
         }
         self.surface.apply(plan);
-        self.request_header.push(&event);
-        self.request_context.push(&event);
-        event
+        self.request_header.push(event);
+        self.request_context.push(event);
     }
 
     /// The session id.
@@ -579,6 +677,22 @@ pub fn check_message_shape(event_type: &str, data: &Value, subject: &str) -> Res
             problem,
         }),
     }
+}
+
+/// Whether `event` (of type `ty`) is an ordinary log-only event: not surface-eligible, without
+/// surface metadata, and of no type that a seed check or a request fold reads.
+fn is_plain_log_event(ty: &str, event: &Event) -> bool {
+    !matches!(
+        ty,
+        "request/header" | "request/context" | "request/header-delta"
+    ) && !is_surface_eligible_type(ty)
+        && event.surface_op_value().is_none()
+        && event.source_event_seqs_value().is_none()
+}
+
+/// Whether `ty` is one of the three types whose message shape is checked.
+fn is_message_type(ty: &str) -> bool {
+    matches!(ty, "user/message" | "assistant/message" | "tool/result")
 }
 
 /// The first shape problem of the message in `data`, in the reference's order.

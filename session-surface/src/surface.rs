@@ -16,7 +16,7 @@
 //! the live nodes and the live nodes that carry a message, which makes
 //! [`Surface::position`] O(log n) and a replace O(replaced range + log n).
 
-use std::collections::HashSet;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -711,6 +711,18 @@ impl Surface {
         }
     }
 
+    /// Commits the next event when it is log-only (not surface-eligible, without `surfaceOp`
+    /// and `sourceEventSeqs`): what [`Surface::plan`] and [`Surface::apply`] do for it.
+    pub(crate) fn push_log_only(&mut self) {
+        self.next_seq += 1;
+        self.key_of.push(NO_KEY);
+    }
+
+    /// Makes room for `additional` more events.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.key_of.reserve(additional);
+    }
+
     /// Plans and commits `event` in one step.
     pub fn push(
         &mut self,
@@ -724,36 +736,42 @@ impl Surface {
 }
 
 /// Provenance checks (§3.2 step 4).
+#[allow(clippy::manual_let_else)]
 fn check_sources(event: &Event, shadowed: &[u64]) -> Result<(), SurfaceError> {
     let seq = event.seq();
-    let Some(value) = event.source_event_seqs_value() else {
-        if shadowed.is_empty() {
-            return Ok(());
+    // The integers without reading the array value (which a restored event may not hold).
+    let sources = if let Some(sources) = event.source_event_seqs() {
+        sources
+    } else {
+        let Some(value) = event.source_event_seqs_value() else {
+            if shadowed.is_empty() {
+                return Ok(());
+            }
+            return Err(SurfaceError::SourcesMissShadowed {
+                missing: shadowed.to_vec(),
+            });
+        };
+        let Some(items) = value.as_array() else {
+            return Err(SurfaceError::SourcesNotArray { seq });
+        };
+        if items.is_empty() && event.event_type() != "assistant/message" {
+            return Err(SurfaceError::SourcesEmpty);
         }
-        return Err(SurfaceError::SourcesMissShadowed {
-            missing: shadowed.to_vec(),
+        return Err(SurfaceError::SourcesNotIntegers {
+            ty: ty_string(event),
         });
     };
-    let Some(items) = value.as_array() else {
-        return Err(SurfaceError::SourcesNotArray { seq });
-    };
-    if items.is_empty() && event.event_type() != "assistant/message" {
+    if sources.is_empty() && event.event_type() != "assistant/message" {
         return Err(SurfaceError::SourcesEmpty);
     }
-    let mut sources = Vec::with_capacity(items.len());
-    for item in items.iter() {
-        match item.as_u64() {
-            Some(n) => sources.push(n),
-            None => {
-                return Err(SurfaceError::SourcesNotIntegers {
-                    ty: ty_string(event),
-                });
-            }
+    // Sources are usually ascending already (a message citing its chunks); sort a copy only
+    // when they are not. Duplicates are then neighbours, and membership a binary search.
+    let mut sorted = Cow::Borrowed(&sources[..]);
+    if !sources.windows(2).all(|w| w[0] < w[1]) {
+        sorted.to_mut().sort_unstable();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            return Err(SurfaceError::SourcesDuplicate);
         }
-    }
-    let mut seen: HashSet<u64> = HashSet::with_capacity(sources.len());
-    if !sources.iter().all(|n| seen.insert(*n)) {
-        return Err(SurfaceError::SourcesDuplicate);
     }
     if let Some(&source) = sources.iter().find(|&&n| n >= seq) {
         return Err(SurfaceError::SourcesNotEarlier { source, seq });
@@ -761,7 +779,7 @@ fn check_sources(event: &Event, shadowed: &[u64]) -> Result<(), SurfaceError> {
     let missing: Vec<u64> = shadowed
         .iter()
         .copied()
-        .filter(|s| !seen.contains(s))
+        .filter(|s| sorted.binary_search(s).is_err())
         .collect();
     if missing.is_empty() {
         Ok(())

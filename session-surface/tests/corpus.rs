@@ -97,7 +97,51 @@ fn check_log(dir: &Path) -> usize {
     let reference = doc.get("session").unwrap();
     assert_eq!(reference.get("ok").and_then(Value::as_bool), Some(true));
     let clock = Arc::new(FixedClock::new(CORPUS_NOW));
-    let session = Session::from_restore(id, event_values.clone(), header, clock).unwrap();
+    let session = Session::from_restore(id, event_values.clone(), header, clock.clone()).unwrap();
+
+    // The parsed-events constructor builds the same session from the same events.
+    let from_events = Session::from_restore_events(id, events.clone(), header, clock).unwrap();
+    let lines = |s: &Session| s.events().iter().map(Event::to_json).collect::<Vec<_>>();
+    assert_eq!(
+        lines(&from_events),
+        lines(&session),
+        "{name}: restored events"
+    );
+    assert_eq!(
+        from_events.surface_nodes(),
+        session.surface_nodes(),
+        "{name}: nodes"
+    );
+    assert_eq!(
+        from_events.derive_messages(),
+        session.derive_messages(),
+        "{name}"
+    );
+    assert_eq!(
+        from_events.transcript(),
+        session.transcript(),
+        "{name}: transcript"
+    );
+    assert_eq!(
+        from_events.request_header(),
+        session.request_header(),
+        "{name}"
+    );
+    assert_eq!(
+        from_events.request_context(),
+        session.request_context(),
+        "{name}"
+    );
+    assert_eq!(
+        from_events.replace_generation(),
+        session.replace_generation()
+    );
+    assert_eq!(from_events.first_live_seq(), session.first_live_seq());
+    assert_eq!(from_events.header(), session.header(), "{name}: header");
+    // ... and shares them instead of copying.
+    for (a, b) in from_events.events().iter().zip(&events) {
+        assert!(a.ptr_eq(b), "{name}: event {} is shared", b.seq());
+    }
 
     assert_eq!(
         session.surface().nodes().to_vec(),

@@ -8,7 +8,8 @@
 //!   surface fold, message derivation and the request folds).
 //! - `inspect`: the whole service path, `Persistence::inspect` on a fresh store.
 //!
-//! Prints one line of `key=value` pairs (times in seconds, peak RSS = `VmHWM` in MiB).
+//! Prints one line of `key=value` pairs (times in seconds, `cpu` = user + system CPU time of
+//! the whole process, peak RSS = `VmHWM` in MiB).
 
 #![allow(clippy::print_stdout)]
 
@@ -16,18 +17,34 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use session_core::{Event, SharedClock, SystemClock};
+use session_core::{Event, Events, SharedClock, SystemClock};
 use session_persist::jsonl::{Compression, JsonlBackend, JsonlConfig};
 use session_persist::{Backend, Persistence, PersistenceOptions};
 use session_repair::interrupted_turn_closers;
 use session_store::SessionStore;
 use session_surface::Session;
 
-fn peak_rss_mib() -> Option<f64> {
+/// A `/proc/self/status` memory field in MiB (`VmHWM:` is the peak RSS).
+fn rss_mib(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb / 1024.0)
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    rss_mib("VmHWM:")
+}
+
+/// User plus system CPU seconds of this process so far (`/proc/self/stat`, 100 ticks/s).
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -70,7 +87,8 @@ fn main() -> ExitCode {
     match outcome {
         Ok(line) => {
             println!(
-                "{line} peak_rss={:.1}MiB",
+                "{line} cpu={:.2}s peak_rss={:.1}MiB",
+                cpu_seconds().unwrap_or(f64::NAN),
                 peak_rss_mib().unwrap_or(f64::NAN)
             );
             ExitCode::SUCCESS
@@ -95,6 +113,7 @@ fn restore(
         .block_on(backend.load_stored(id))?
         .ok_or_else(|| format!("session {id} not found"))?;
     let load = start.elapsed();
+    let load_peak = peak_rss_mib().unwrap_or(f64::NAN);
     let events = prefix.events.len();
     if !full {
         return Ok(format!(
@@ -109,13 +128,15 @@ fn restore(
     let closers_time = t.elapsed();
     let t = Instant::now();
     let clock: SharedClock = Arc::new(SystemClock);
-    let seed: Vec<session_core::json::Value> = balanced.iter().map(Event::to_value).collect();
-    drop(balanced);
-    let session = Session::from_restore(id, seed, &prefix.header_value, clock)?;
+    // The coordinator's order: the balanced events become a frozen list, which the restored
+    // session adopts as its log.
+    let balanced = Events::from_vec(balanced);
+    let to_list = t.elapsed();
+    let session = Session::from_restore_events(id, balanced, &prefix.header_value, clock)?;
     let construct = t.elapsed();
     let total = start.elapsed();
     let line = format!(
-        "events={events} closers={} session_seq={} surface={} messages={} load_stored={:.3}s closers_time={:.3}s construct={:.3}s total={:.3}s",
+        "events={events} closers={} session_seq={} surface={} messages={} load_stored={:.3}s closers_time={:.3}s construct={:.3}s (list={:.3}s) total={:.3}s load_peak_rss={load_peak:.1}MiB rss={:.1}MiB",
         closers.len(),
         session.seq(),
         session.surface().len(),
@@ -123,7 +144,9 @@ fn restore(
         load.as_secs_f64(),
         closers_time.as_secs_f64(),
         construct.as_secs_f64(),
+        to_list.as_secs_f64(),
         total.as_secs_f64(),
+        rss_mib("VmRSS:").unwrap_or(f64::NAN),
     );
     drop(session);
     Ok(line)

@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::event::EventParts;
+use crate::event::{EventParts, KeyOrder};
 
 const MAX: i64 = MAX_SAFE_INTEGER;
 

@@ -7,6 +7,7 @@
 
 mod number;
 mod parse;
+mod scan;
 mod value;
 mod write;
 
@@ -14,7 +15,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 pub use number::{MAX_SAFE_INTEGER, Number, write_js_number};
+pub(crate) use parse::string_at;
 pub use parse::{MAX_DEPTH, ParseError, ParseErrorKind, parse};
+pub(crate) use scan::string_special;
 pub use value::{Array, Object, Value};
 pub use write::write_str;
 
@@ -67,8 +70,32 @@ const COMMON_KEYS: &[&str] = &[
     "args",
 ];
 
-fn key_table() -> &'static HashMap<&'static str, Arc<str>> {
-    static TABLE: OnceLock<HashMap<&'static str, Arc<str>>> = OnceLock::new();
+/// FNV-1a: a fast hash for the short, trusted strings of the key table.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type KeyTable = HashMap<&'static str, Arc<str>, std::hash::BuildHasherDefault<Fnv>>;
+
+fn key_table() -> &'static KeyTable {
+    static TABLE: OnceLock<KeyTable> = OnceLock::new();
     TABLE.get_or_init(|| COMMON_KEYS.iter().map(|k| (*k, Arc::from(*k))).collect())
 }
 

@@ -40,6 +40,9 @@ impl Number {
 
     /// A number read from JSON text. `text` must be a valid JSON number literal.
     pub(crate) fn from_text(text: &str) -> Number {
+        if let Some(v) = canonical_int(text) {
+            return Number(Repr::Float(v as f64));
+        }
         // Rust's float parsing is correctly rounded, like JavaScript's.
         let v: f64 = text.parse().unwrap_or(f64::NAN);
         if v.is_finite() && !(v == 0.0 && v.is_sign_negative()) {
@@ -156,6 +159,31 @@ macro_rules! from_small_int {
 }
 from_small_int!(u8, u16, u32, i8, i16, i32);
 
+/// The value of an integer literal of at most 15 digits that JavaScript prints exactly as
+/// written: no leading zeros, no fraction or exponent, and not `-0`. Such a value is exact in a
+/// double.
+fn canonical_int(text: &str) -> Option<i64> {
+    let (negative, digits) = match text.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        rest => (false, rest),
+    };
+    if digits.is_empty() || digits.len() > 15 || (digits[0] == b'0' && digits.len() > 1) {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + i64::from(d - b'0');
+    }
+    match (negative, v) {
+        (true, 0) => None,
+        (true, v) => Some(-v),
+        (false, v) => Some(v),
+    }
+}
+
 /// Appends the ECMAScript `Number::toString` form of `v` (shortest round-trip digits, exponent
 /// form from 1e21 up and below 1e-6). Non-finite values are written as `null`, as
 /// `JSON.stringify` does.
@@ -253,8 +281,56 @@ mod tests {
             n.write(&mut s);
             assert_eq!(s, text);
         }
-        for text in ["1", "-1.5", "1e+21", "1e-7", "0.000001"] {
+        for text in [
+            "1",
+            "-1.5",
+            "1e+21",
+            "1e-7",
+            "0.000001",
+            "0",
+            "-7",
+            "999999999999999",
+        ] {
             assert!(!Number::from_text(text).is_verbatim(), "{text}");
+        }
+    }
+
+    #[test]
+    #[allow(clippy::float_cmp)]
+    fn integer_fast_path_matches_the_general_rule() {
+        for text in [
+            "0",
+            "-0",
+            "00",
+            "01",
+            "-01",
+            "7",
+            "-7",
+            "123456789012345",
+            "1234567890123456",
+            "-999999999999999",
+            "9007199254740993",
+            "1.0",
+            "1e3",
+            "-",
+            "",
+        ] {
+            let fast = canonical_int(text);
+            let v: f64 = text.parse().unwrap_or(f64::NAN);
+            let mut canon = String::new();
+            write_js_number(v, &mut canon);
+            if let Some(n) = fast {
+                assert_eq!(canon, text, "{text}");
+                assert_eq!(n as f64, v, "{text}");
+            } else {
+                assert!(
+                    text.trim_start_matches('-').len() > 15
+                        || canon != text
+                        || text == "-0"
+                        || text.is_empty(),
+                    "{text}"
+                );
+            }
         }
     }
 

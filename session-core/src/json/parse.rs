@@ -1,5 +1,6 @@
 //! A strict, iterative, lossless JSON parser.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -111,6 +112,24 @@ pub fn parse(text: &str) -> Result<Value, ParseError> {
         return Err(p.err(ParseErrorKind::TrailingCharacters));
     }
     Ok(v)
+}
+
+/// Reads the JSON string literal that starts at byte `pos` of `text` (a `"`), with the same
+/// rules as [`parse`]; returns the decoded string and the position after the closing quote.
+pub(crate) fn string_at(text: &str, pos: usize) -> Result<(Cow<'_, str>, usize), ParseError> {
+    let mut p = Parser {
+        text,
+        bytes: text.as_bytes(),
+        pos,
+    };
+    if p.peek() != Some(b'"') {
+        return Err(p.err(ParseErrorKind::UnexpectedEnd));
+    }
+    let s = match p.parse_string_raw()? {
+        Raw::Slice(s) => Cow::Borrowed(s),
+        Raw::Owned(s) => Cow::Owned(s),
+    };
+    Ok((s, p.pos))
 }
 
 impl<'a> Parser<'a> {
@@ -324,20 +343,17 @@ impl<'a> Parser<'a> {
         let b: &'a [u8] = self.bytes;
         let text: &'a str = self.text;
         // Fast scan for the closing quote without escapes.
-        let mut i = start;
-        while let Some(&c) = b.get(i) {
-            match c {
-                b'"' => {
-                    self.pos = i + 1;
-                    return Ok(Raw::Slice(&text[start..i]));
-                }
-                b'\\' => break,
-                0x00..=0x1f => {
-                    self.pos = i;
-                    return Err(self.err(ParseErrorKind::ControlCharacter));
-                }
-                _ => i += 1,
+        let mut i = super::scan::string_special(b, start);
+        match b.get(i) {
+            Some(b'"') => {
+                self.pos = i + 1;
+                return Ok(Raw::Slice(&text[start..i]));
             }
+            Some(0x00..=0x1f) => {
+                self.pos = i;
+                return Err(self.err(ParseErrorKind::ControlCharacter));
+            }
+            _ => {}
         }
         if i >= b.len() {
             self.pos = i;
@@ -414,12 +430,7 @@ impl<'a> Parser<'a> {
                 _ => {
                     // Copy a run of ordinary bytes (always whole UTF-8 sequences).
                     let run_start = i;
-                    while let Some(&c) = b.get(i) {
-                        if c == b'"' || c == b'\\' || c < 0x20 {
-                            break;
-                        }
-                        i += 1;
-                    }
+                    i = super::scan::string_special(b, i);
                     out.push_str(&self.text[run_start..i]);
                 }
             }

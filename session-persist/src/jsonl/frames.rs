@@ -48,31 +48,65 @@ fn structure(kind: ZstdStructureError, offset: usize) -> Error {
 /// block is decoded). Invalid structure inside the input is an error; input that ends inside a
 /// frame yields `torn_start`. Stops after `max_frames` complete frames when given.
 pub fn scan_zstd_frames(buf: &[u8], max_frames: Option<usize>) -> Result<FrameScan> {
+    let (frames, torn_start) = scan_frames(buf, 0, max_frames)?;
+    Ok(FrameScan {
+        frames: frames
+            .iter()
+            .map(|f| FrameRange {
+                start: f.start,
+                end: f.end,
+            })
+            .collect(),
+        torn_start,
+    })
+}
+
+/// The largest window a streaming decoder accepts by default (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`).
+const MAX_STREAM_WINDOW: u64 = 1 << 27;
+
+/// The most plaintext one block can produce (`Block_Maximum_Size`).
+const MAX_BLOCK_PLAIN: usize = 128 * 1024;
+
+/// One complete frame, as found by [`scan_frames`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FrameInfo {
+    /// First byte of the frame (relative to the scanned buffer, plus the base).
+    pub(crate) start: usize,
+    /// One past its last byte.
+    pub(crate) end: usize,
+    /// An upper bound of its plaintext size, when a one-shot decode into a buffer of that
+    /// size is equivalent to the streaming decode (the window is within the streaming
+    /// decoder's limit).
+    pub(crate) max_plain: Option<usize>,
+}
+
+/// The scanner behind [`scan_zstd_frames`], for `buf` holding the bytes from offset `base` of
+/// a file: complete frames with offsets `base + …`, and where an incomplete final frame starts.
+/// Errors name absolute offsets.
+pub(crate) fn scan_frames(
+    buf: &[u8],
+    base: usize,
+    max_frames: Option<usize>,
+) -> Result<(Vec<FrameInfo>, Option<usize>)> {
     let mut frames = Vec::new();
     let mut off = 0usize;
-    let torn = |frames: Vec<FrameRange>, at: usize| {
-        Ok(FrameScan {
-            frames,
-            torn_start: Some(at),
-        })
-    };
     while off < buf.len() {
         if max_frames.is_some_and(|m| frames.len() >= m) {
             break;
         }
         let rest = &buf[off..];
         if rest.len() < 4 {
-            return torn(frames, off);
+            return Ok((frames, Some(base + off)));
         }
         let magic = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
         if magic != ZSTD_MAGIC {
-            return Err(structure(ZstdStructureError::InvalidMagic, off));
+            return Err(structure(ZstdStructureError::InvalidMagic, base + off));
         }
         let Some(&descriptor) = rest.get(4) else {
-            return torn(frames, off);
+            return Ok((frames, Some(base + off)));
         };
         if descriptor & 0x18 != 0 {
-            return Err(structure(ZstdStructureError::ReservedBit, off));
+            return Err(structure(ZstdStructureError::ReservedBit, base + off));
         }
         let fcs_flag = descriptor >> 6;
         let single_segment = descriptor & 0x20 != 0;
@@ -86,11 +120,29 @@ pub fn scan_zstd_frames(buf: &[u8], max_frames: Option<usize>) -> Result<FrameSc
         let header_rest = usize::from(!single_segment) + dict_bytes + fcs_bytes;
         let mut pos = 5 + header_rest;
         if pos > rest.len() {
-            return torn(frames, off);
+            return Ok((frames, Some(base + off)));
         }
+        let window = if single_segment {
+            // The window is the content size.
+            let fcs = &rest[5 + dict_bytes..pos];
+            let mut size = 0u64;
+            for (i, &b) in fcs.iter().enumerate() {
+                size |= u64::from(b) << (8 * i);
+            }
+            if fcs_bytes == 2 {
+                size += 256;
+            }
+            size
+        } else {
+            let w = rest[5];
+            let exponent = u32::from(w >> 3) + 10;
+            let unit = 1u64 << exponent;
+            unit + (unit >> 3) * u64::from(w & 7)
+        };
+        let mut blocks = 0usize;
         loop {
             if pos + 3 > rest.len() {
-                return torn(frames, off);
+                return Ok((frames, Some(base + off)));
             }
             let header = u32::from(rest[pos])
                 | u32::from(rest[pos + 1]) << 8
@@ -99,34 +151,35 @@ pub fn scan_zstd_frames(buf: &[u8], max_frames: Option<usize>) -> Result<FrameSc
             let block_type = (header >> 1) & 3;
             let size = (header >> 3) as usize;
             if block_type == 3 {
-                return Err(structure(ZstdStructureError::ReservedBlockType, off));
+                return Err(structure(ZstdStructureError::ReservedBlockType, base + off));
             }
             let payload = if block_type == 1 { 1 } else { size };
             pos += 3;
             if payload > rest.len() - pos {
-                return torn(frames, off);
+                return Ok((frames, Some(base + off)));
             }
             pos += payload;
+            blocks += 1;
             if last {
                 break;
             }
         }
         if has_checksum {
             if rest.len() - pos < 4 {
-                return torn(frames, off);
+                return Ok((frames, Some(base + off)));
             }
             pos += 4;
         }
-        frames.push(FrameRange {
-            start: off,
-            end: off + pos,
+        frames.push(FrameInfo {
+            start: base + off,
+            end: base + off + pos,
+            max_plain: (dict_bytes == 0 && window <= MAX_STREAM_WINDOW)
+                .then(|| blocks.checked_mul(MAX_BLOCK_PLAIN))
+                .flatten(),
         });
         off += pos;
     }
-    Ok(FrameScan {
-        frames,
-        torn_start: None,
-    })
+    Ok((frames, None))
 }
 
 fn zstd_error(code: usize) -> io::Error {
@@ -185,6 +238,33 @@ impl FrameDecoder {
                 return Err(fail(io::Error::other("frame is incomplete")));
             }
         }
+    }
+
+    /// Decodes one complete frame and appends its plaintext to `out`. Produces exactly what
+    /// [`FrameDecoder::decode_frame`] hands its sink, in one piece: a frame whose plaintext
+    /// bound is known is decoded in one shot straight into `out`, and any failure is redone
+    /// with the streaming decoder so that the error, and the plaintext it emitted before the
+    /// error, are the streaming decoder's.
+    pub(crate) fn decode_frame_append(
+        &mut self,
+        frame: &[u8],
+        info: FrameInfo,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let len = out.len();
+        if let Some(bound) = info.max_plain {
+            out.reserve(bound);
+            let mut cursor = io::Cursor::new(&mut *out);
+            cursor.set_position(len as u64);
+            if self.ctx.decompress(&mut cursor, frame).is_ok() {
+                return Ok(());
+            }
+            out.truncate(len);
+        }
+        self.decode_frame(frame, info.start, |piece| {
+            out.extend_from_slice(piece);
+            Ok(())
+        })
     }
 
     /// Decodes one complete frame into a buffer.

@@ -105,6 +105,11 @@ pub trait Fs: Send + Sync {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// `realpath`.
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf>;
+    /// Renames `from` to `to`, atomically replacing `to` (`rename(2)`). The default goes to the
+    /// real file system.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
 }
 
 /// [`Fs`] over the real file system.
@@ -200,6 +205,10 @@ impl Fs for RealFs {
 
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
         fs::canonicalize(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
     }
 }
 

@@ -103,15 +103,15 @@ pub(crate) fn is_header_line(v: &Value) -> Result<bool> {
     {
         return Ok(false);
     }
-    if let Some(origin) = o.get("origin") {
-        if origin.as_str() != Some("subagent") {
-            return Ok(false);
-        }
+    if let Some(origin) = o.get("origin")
+        && origin.as_str() != Some("subagent")
+    {
+        return Ok(false);
     }
-    if let Some(preset) = o.get("agentPreset") {
-        if preset.as_str().is_none() {
-            return Ok(false);
-        }
+    if let Some(preset) = o.get("agentPreset")
+        && preset.as_str().is_none()
+    {
+        return Ok(false);
     }
     Ok(true)
 }

@@ -50,6 +50,7 @@ mod lock;
 mod read;
 mod repair;
 mod scanner;
+mod seal;
 mod write;
 
 use std::io;
@@ -63,12 +64,13 @@ use session_core::{Event, SessionHeader};
 
 pub use frames::{FrameRange, FrameScan, ZSTD_LEVEL, ZSTD_MAGIC, scan_zstd_frames};
 pub use header_line::to_header_line;
+pub use seal::SealReport;
 
 use self::fs::{DirEntry, Fs, RealFs};
 use self::header_line::{ParsedHeader, parse_lenient};
 use self::layout::{LOGICAL_FILE_NAME, encode_segment, file_name, log_path, resolve_root};
 use self::lock::Writers;
-use self::read::{read_raw_prefix, read_zstd_prefix, stable_read, stat_if_exists, zstd_text};
+use self::read::{load_prefix, stable_read, stat_if_exists, zstd_text};
 use crate::backend::{Backend, Location, RawArtifact, Revision, StoredPrefix, TornMarker};
 use crate::error::{Error, Result};
 
@@ -280,14 +282,14 @@ impl Inner {
         header: &ParsedHeader,
     ) -> Result<()> {
         let hid = &*header.meta.id;
-        if let Some(id) = requested {
-            if hid != id {
-                return Err(Error::IdentityMismatch {
-                    path: path.to_path_buf(),
-                    requested: id.to_owned(),
-                    header_id: hid.to_owned(),
-                });
-            }
+        if let Some(id) = requested
+            && hid != id
+        {
+            return Err(Error::IdentityMismatch {
+                path: path.to_path_buf(),
+                requested: id.to_owned(),
+                header_id: hid.to_owned(),
+            });
         }
         let unnameable = || Error::UnnameableHeader {
             path: path.to_path_buf(),
@@ -322,14 +324,11 @@ impl Inner {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
-        let Some((buf, stat)) = stable_read(self.fs.as_ref(), &path)? else {
+        let zstd = self.compression == Compression::Zstd;
+        let Some((prefix, stat)) = load_prefix(self.fs.as_ref(), &path, zstd)? else {
             return Ok(None);
         };
-        let prefix = match self.compression {
-            Compression::None => read_raw_prefix(&buf),
-            Compression::Zstd => read_zstd_prefix(&buf),
-        }
-        .map_err(|e| e.with_location(Location::jsonl(&path)))?;
+        let prefix = prefix.map_err(|e| e.with_location(Location::jsonl(&path)))?;
         self.assert_identity(&path, Some(id), &prefix.header)?;
         Ok(Some(StoredPrefix {
             meta: prefix.header.meta,
@@ -511,6 +510,18 @@ impl JsonlBackend {
     /// The log path of `meta` (it may not exist yet).
     pub fn log_path(&self, meta: &SessionHeader) -> Result<PathBuf> {
         self.inner.path_for(meta)
+    }
+
+    /// Seals the log of `id`: rewrites a Zstandard log into its header frame (unchanged) and
+    /// one frame per turn, crash-safely, keeping every event identical. Refused
+    /// ([`Error::SealRefused`]) for a log with an open turn, a torn tail or an invalid stored
+    /// envelope, and ([`Error::Locked`]) while any writer holds the session. A plain log is left
+    /// byte-for-byte as it is. The new content is written and synced under
+    /// `<final>.<12 hex>.tmp`, read back and compared event by event, renamed over the log, and
+    /// the directory is synced.
+    pub async fn seal(&self, id: &str) -> Result<SealReport> {
+        let id = id.to_owned();
+        self.run(move |i| i.seal(&id)).await
     }
 
     async fn run<T, F>(&self, f: F) -> Result<T>

@@ -1,15 +1,44 @@
 //! Reading logs: the revision-stable file read, and the raw and Zstandard prefix readers.
+//!
+//! # The restore pipeline
+//!
+//! A log is read in one streaming pass, never holding its whole plaintext, and the expensive
+//! work is spread over the machine's cores: the calling thread reads the file in blocks and
+//! cuts it into *jobs* (runs of complete Zstandard frames, or of complete plain lines); a job
+//! is decoded (decompressed, split into lines, parsed and expanded into events) by whichever
+//! thread is free, the calling thread included; the decoded jobs are then applied to the
+//! [`SessionLogScanner`] strictly in file order, so every scanner rule (seq contiguity, torn
+//! tails, the first issue, line numbers and offsets in messages) sees exactly the sequence of
+//! lines the sequential reader sees. A job assumes it starts at a line boundary; when it does
+//! not (a line crossing a frame boundary, which the writer never produces), its decoded lines
+//! are dropped and its plaintext is rescanned in order.
+//!
+//! Errors keep the reference's precedence. A read error wins (the reference reads the whole
+//! file first). In a Zstandard log a structural error anywhere in the file wins over any
+//! decoding or scanning error (the reference scans every frame header before decoding): after
+//! a decoding or scanning error the rest of the file is still read and its frames scanned.
 
+#![allow(
+    clippy::case_sensitive_file_extension_comparisons,
+    clippy::type_complexity
+)]
+
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use session_core::Event;
+use session_core::chunk_rows::StorageDecoder;
 use session_core::json::Value;
 
-use super::frames::{FrameDecoder, scan_zstd_frames};
-use super::fs::{Fs, Stat, read_to_end};
+use super::frames::{FrameDecoder, FrameInfo, scan_frames, scan_zstd_frames};
+use super::fs::{Fs, FsFile, Stat, read_to_end};
 use super::header_line::ParsedHeader;
-use super::scanner::SessionLogScanner;
+use super::scanner::{DecodedLines, SessionLogScanner, decode_lines, find_newline, rfind_newline};
 use crate::backend::TornMarker;
 use crate::error::{Error, Result};
 
@@ -54,76 +83,69 @@ pub(crate) fn stable_read(fs: &dyn Fs, path: &Path) -> Result<Option<(Vec<u8>, S
     }
 }
 
-/// Reads a raw (plain JSONL) log. Everything after the committed bytes is a torn tail.
-pub(crate) fn read_raw_prefix(buf: &[u8]) -> Result<Prefix> {
-    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
-        return Err(Error::EmptyLog { zstd: false });
+/// Reads the stored prefix of the log at `path` in one streaming pass between two `stat`s that
+/// agree (see [`stable_read`]). The outer result carries file-system errors; the inner one
+/// what the log's content gives. A file that disappears reads as `None`.
+pub(crate) fn load_prefix(
+    fs: &dyn Fs,
+    path: &Path,
+    zstd: bool,
+) -> Result<Option<(Result<Prefix>, Stat)>> {
+    loop {
+        let Some(before) = stat_if_exists(fs, path)? else {
+            return Ok(None);
+        };
+        let mut file = match fs.open_read(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        let tuning = Tuning::for_size(before.size);
+        let file: &mut dyn FsFile = file.as_mut();
+        let mut read = |buf: &mut [u8]| file.read(buf);
+        let outcome = if zstd {
+            load_zstd(&mut read, tuning)
+        } else {
+            load_raw(&mut read, tuning)
+        };
+        let outcome = match outcome {
+            Ok(prefix) => Ok(prefix),
+            Err(Failure::Read(e)) => return Err(Error::io("read", path, e)),
+            Err(Failure::Log(e)) => Err(e),
+        };
+        let Some(after) = stat_if_exists(fs, path)? else {
+            return Ok(None);
+        };
+        if before.revision_text() == after.revision_text() {
+            return Ok(Some((outcome, after)));
+        }
+    }
+}
+
+/// [`load_prefix`]'s reader over bytes in memory, with the given tuning.
+#[cfg(test)]
+pub(crate) fn from_memory(buf: &[u8], zstd: bool, tuning: Tuning) -> Result<Prefix> {
+    let mut rest = buf;
+    let mut read = |out: &mut [u8]| {
+        let n = out.len().min(rest.len());
+        out[..n].copy_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        Ok(n)
     };
-    let mut scanner = SessionLogScanner::new(&buf[..=nl])?;
-    scanner.write(&buf[nl + 1..])?;
-    let out = scanner.finish();
-    let torn = (out.committed_bytes < buf.len() as u64).then(|| TornMarker::Truncate {
-        truncate_to: out.committed_bytes,
-        recovered: Vec::new(),
-    });
-    Ok(Prefix {
-        header: out.header,
-        events: out.events,
-        invalid: out.invalid,
-        torn,
+    let outcome = if zstd {
+        load_zstd(&mut read, tuning)
+    } else {
+        load_raw(&mut read, tuning)
+    };
+    outcome.map_err(|e| match e {
+        Failure::Read(e) => Error::io("read", "memory", e),
+        Failure::Log(e) => e,
     })
 }
 
 /// Whether `plain` is exactly one line: non-empty, ending in its only newline.
 fn is_one_line(plain: &[u8]) -> bool {
     matches!(plain.split_last(), Some((b'\n', body)) if !body.contains(&b'\n'))
-}
-
-/// Reads a Zstandard log frame by frame (never holding the whole plaintext). Every complete
-/// frame must be valid and end on a record boundary; a torn final frame is prefix-decoded and
-/// its complete records are kept as recovered events.
-pub(crate) fn read_zstd_prefix(buf: &[u8]) -> Result<Prefix> {
-    let scan = scan_zstd_frames(buf, None)?;
-    let Some(first) = scan.frames.first() else {
-        return Err(Error::EmptyLog { zstd: true });
-    };
-    let mut decoder = FrameDecoder::new();
-    let header = decoder.decode_frame_to_vec(&buf[first.start..first.end], first.start)?;
-    if !is_one_line(&header) {
-        return Err(Error::ZstdHeaderFrameLines);
-    }
-    let mut scanner = SessionLogScanner::new(&header)?;
-    for frame in &scan.frames[1..] {
-        decoder.decode_frame(&buf[frame.start..frame.end], frame.start, |chunk| {
-            scanner.write(chunk)
-        })?;
-    }
-    if scanner.committed_bytes() != scanner.bytes_written() {
-        return Err(Error::ZstdTornRecord);
-    }
-    let Some(torn_start) = scan.torn_start else {
-        let out = scanner.finish();
-        return Ok(Prefix {
-            header: out.header,
-            events: out.events,
-            invalid: out.invalid,
-            torn: None,
-        });
-    };
-    let before = scanner.event_count();
-    let plain = decoder.decode_torn(&buf[torn_start..]);
-    scanner.write(&plain)?;
-    let out = scanner.finish();
-    let recovered = out.events.get(before..).unwrap_or_default().to_vec();
-    Ok(Prefix {
-        header: out.header,
-        events: out.events,
-        invalid: out.invalid,
-        torn: Some(TornMarker::Truncate {
-            truncate_to: torn_start as u64,
-            recovered,
-        }),
-    })
 }
 
 /// The logical text of a Zstandard log: the plaintext of its complete frames (a torn final
@@ -142,4 +164,720 @@ pub(crate) fn zstd_text(buf: &[u8]) -> Result<Vec<u8>> {
         })?;
     }
     Ok(out)
+}
+
+// ---- the pipeline ----
+
+/// The most bytes one read asks for (unless a long record needs more).
+const MAX_READ_BYTES: usize = 1 << 20;
+
+/// Files at least this large are decoded on several threads.
+const PARALLEL_MIN_BYTES: u64 = 1 << 20;
+
+/// How a load is cut into jobs and spread over threads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tuning {
+    /// Decoding threads besides the calling thread (which decodes too).
+    pub(crate) workers: usize,
+    /// Bytes per job: compressed bytes of whole frames, or text of whole lines (a job is
+    /// larger when one frame or line is).
+    pub(crate) job_bytes: usize,
+    /// Most jobs cut and not yet applied to the scanner.
+    pub(crate) in_flight: usize,
+}
+
+impl Tuning {
+    /// The tuning for a file of `size` bytes.
+    pub(crate) fn for_size(size: u64) -> Tuning {
+        let workers = if size < PARALLEL_MIN_BYTES {
+            0
+        } else {
+            std::thread::available_parallelism()
+                .map_or(1, std::num::NonZeroUsize::get)
+                .saturating_sub(1)
+                .clamp(1, 3)
+        };
+        Tuning {
+            workers,
+            job_bytes: 256 << 10,
+            in_flight: 4 * (workers + 1),
+        }
+    }
+}
+
+/// Why a load stopped.
+#[derive(Debug)]
+enum Failure {
+    /// Reading the file failed.
+    Read(io::Error),
+    /// The content is refused.
+    Log(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Log(e)
+    }
+}
+
+type ReadFn<'a> = &'a mut dyn FnMut(&mut [u8]) -> io::Result<usize>;
+
+/// The unconsumed bytes of a file being read front to back.
+struct Input<'a> {
+    read: ReadFn<'a>,
+    /// Bytes from offset `base` on.
+    buf: Vec<u8>,
+    base: usize,
+    eof: bool,
+    block: usize,
+}
+
+impl<'a> Input<'a> {
+    fn new(read: ReadFn<'a>, block: usize) -> Input<'a> {
+        Input {
+            read,
+            buf: Vec::new(),
+            base: 0,
+            eof: false,
+            block,
+        }
+    }
+
+    /// Reads the next block: up to a job's size (at most [`MAX_READ_BYTES`]), or as much as is
+    /// buffered when that is more, so that a long record is read in a logarithmic number of
+    /// steps.
+    fn fill(&mut self) -> std::result::Result<(), Failure> {
+        let old = self.buf.len();
+        self.buf
+            .resize(old + self.block.clamp(1, MAX_READ_BYTES).max(old), 0);
+        loop {
+            match (self.read)(&mut self.buf[old..]) {
+                Ok(n) => {
+                    self.buf.truncate(old + n);
+                    self.eof = n == 0;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.buf.truncate(old);
+                    return Err(Failure::Read(e));
+                }
+            }
+        }
+    }
+
+    /// Takes the first `n` buffered bytes.
+    fn take(&mut self, n: usize) -> Vec<u8> {
+        let rest = self.buf.split_off(n);
+        self.base += n;
+        std::mem::replace(&mut self.buf, rest)
+    }
+
+    /// Fills until a block is buffered or the file ends.
+    fn fill_block(&mut self) -> std::result::Result<(), Failure> {
+        while !self.eof && self.buf.len() < self.block {
+            self.fill()?;
+        }
+        Ok(())
+    }
+
+    /// The next run of complete frames (at most `max_frames`): its bytes and frames. `None`
+    /// at the end of the file, where `buf` keeps the torn final frame, if any.
+    fn next_frames(
+        &mut self,
+        max_frames: Option<usize>,
+    ) -> std::result::Result<Option<(Vec<u8>, Vec<FrameInfo>)>, Failure> {
+        self.fill_block()?;
+        loop {
+            let (frames, _) = scan_frames(&self.buf, self.base, max_frames)?;
+            if let Some(last) = frames.last() {
+                let bytes = self.take(last.end - self.base);
+                return Ok(Some((bytes, frames)));
+            }
+            if self.eof {
+                return Ok(None);
+            }
+            self.fill()?;
+        }
+    }
+
+    /// The next run of complete lines, or the final fragment; `None` at the end.
+    fn next_lines(&mut self) -> std::result::Result<Option<Vec<u8>>, Failure> {
+        self.fill_block()?;
+        loop {
+            if let Some(nl) = rfind_newline(&self.buf) {
+                return Ok(Some(self.take(nl + 1)));
+            }
+            if self.eof {
+                return Ok((!self.buf.is_empty()).then(|| self.take(self.buf.len())));
+            }
+            self.fill()?;
+        }
+    }
+
+    /// Reads the rest of the file, scanning its frames when `zstd` (for their errors).
+    fn drain(&mut self, zstd: bool) -> std::result::Result<(), Failure> {
+        loop {
+            let more = if zstd {
+                self.next_frames(None)?.is_some()
+            } else {
+                self.next_lines()?.is_some()
+            };
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// One unit of decoding work.
+enum Job {
+    /// Complete plain lines (or the final fragment).
+    Text(Vec<u8>),
+    /// Complete frames: their bytes (from the first frame's offset) and the frames.
+    Frames(Vec<u8>, Vec<FrameInfo>),
+}
+
+/// A decoded job.
+struct Done {
+    /// The job's plaintext.
+    plain: Vec<u8>,
+    /// Its complete lines, decoded.
+    lines: DecodedLines,
+    /// A frame that failed to decode, after the plaintext before it.
+    error: Option<Error>,
+}
+
+/// The per-thread decoding state: one decompression context and one line decoder.
+#[derive(Default)]
+struct Worker {
+    frames: Option<FrameDecoder>,
+    lines: StorageDecoder,
+}
+
+impl Worker {
+    fn run(&mut self, job: Job) -> Done {
+        match job {
+            Job::Text(plain) => Done {
+                lines: decode_lines(&plain, &mut self.lines),
+                plain,
+                error: None,
+            },
+            Job::Frames(bytes, frames) => {
+                let decoder = self.frames.get_or_insert_with(FrameDecoder::new);
+                let base = frames.first().map_or(0, |f| f.start);
+                let mut plain = Vec::with_capacity(bytes.len() * 2);
+                let mut error = None;
+                for f in frames {
+                    let frame = &bytes[f.start - base..f.end - base];
+                    if let Err(e) = decoder.decode_frame_append(frame, f, &mut plain) {
+                        error = Some(e);
+                        break;
+                    }
+                }
+                Done {
+                    lines: decode_lines(&plain, &mut self.lines),
+                    plain,
+                    error,
+                }
+            }
+        }
+    }
+
+    /// [`Worker::run`], with a panic turned into an error (so that a bug cannot hang the
+    /// reader).
+    fn run_caught(&mut self, job: Job) -> Done {
+        catch_unwind(AssertUnwindSafe(|| self.run(job))).unwrap_or_else(|_| {
+            *self = Worker::default();
+            Done {
+                plain: Vec::new(),
+                lines: DecodedLines::default(),
+                error: Some(Error::Task {
+                    message: "a log decoding thread panicked".to_owned(),
+                }),
+            }
+        })
+    }
+}
+
+/// Jobs waiting for a thread.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    jobs: VecDeque<(usize, Job)>,
+    closed: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, id: usize, job: Job) {
+        self.lock().jobs.push_back((id, job));
+        self.ready.notify_one();
+    }
+
+    fn try_pop(&self) -> Option<(usize, Job)> {
+        self.lock().jobs.pop_front()
+    }
+
+    /// The next job; `None` once the queue is closed.
+    fn pop(&self) -> Option<(usize, Job)> {
+        let mut state = self.lock();
+        loop {
+            if state.closed {
+                return None;
+            }
+            if let Some(job) = state.jobs.pop_front() {
+                return Some(job);
+            }
+            state = self
+                .ready
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.jobs.clear();
+        drop(state);
+        self.ready.notify_all();
+    }
+}
+
+/// Cuts jobs with `next_job`, decodes them on `tuning.workers` threads plus this one, and
+/// applies them to `scanner` in order. Stops at the first error.
+fn run_jobs(
+    next_job: &mut dyn FnMut() -> std::result::Result<Option<Job>, Failure>,
+    scanner: &mut SessionLogScanner,
+    tuning: Tuning,
+) -> std::result::Result<(), Failure> {
+    let queue = Queue::default();
+    let stop = AtomicBool::new(false);
+    let (results, finished) = mpsc::channel::<(usize, Done)>();
+    std::thread::scope(|scope| {
+        let mut workers = 0;
+        for _ in 0..tuning.workers {
+            let results = results.clone();
+            let (queue, stop) = (&queue, &stop);
+            let spawned = std::thread::Builder::new()
+                .name("session-log-decode".to_owned())
+                .spawn_scoped(scope, move || {
+                    let mut worker = Worker::default();
+                    while let Some((id, job)) = queue.pop() {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        if results.send((id, worker.run_caught(job))).is_err() {
+                            return;
+                        }
+                    }
+                });
+            if spawned.is_ok() {
+                workers += 1;
+            }
+        }
+        drop(results);
+        let outcome = apply_jobs(next_job, scanner, tuning, &queue, &finished, workers);
+        stop.store(true, Ordering::Relaxed);
+        queue.close();
+        outcome
+    })
+}
+
+fn apply_jobs(
+    next_job: &mut dyn FnMut() -> std::result::Result<Option<Job>, Failure>,
+    scanner: &mut SessionLogScanner,
+    tuning: Tuning,
+    queue: &Queue,
+    finished: &mpsc::Receiver<(usize, Done)>,
+    workers: usize,
+) -> std::result::Result<(), Failure> {
+    let mut own = Worker::default();
+    let mut done: BTreeMap<usize, Done> = BTreeMap::new();
+    let (mut cut, mut applied) = (0usize, 0usize);
+    let mut more = true;
+    loop {
+        while more && cut - applied < tuning.in_flight.max(1) {
+            match next_job()? {
+                Some(job) if workers == 0 => {
+                    done.insert(cut, own.run_caught(job));
+                    cut += 1;
+                }
+                Some(job) => {
+                    queue.push(cut, job);
+                    cut += 1;
+                }
+                None => more = false,
+            }
+        }
+        if applied == cut {
+            return Ok(());
+        }
+        while let Ok((id, out)) = finished.try_recv() {
+            done.insert(id, out);
+        }
+        let Some(next) = done.remove(&applied) else {
+            // Help with one job instead of waiting, then cut more.
+            if let Some((id, job)) = queue.try_pop() {
+                done.insert(id, own.run_caught(job));
+                continue;
+            }
+            match finished.recv() {
+                Ok((id, out)) => {
+                    done.insert(id, out);
+                }
+                Err(_) => {
+                    return Err(Failure::Log(Error::Task {
+                        message: "the log decoding threads stopped".to_owned(),
+                    }));
+                }
+            }
+            continue;
+        };
+        applied += 1;
+        scanner.write_decoded(&next.plain, next.lines)?;
+        if let Some(e) = next.error {
+            return Err(Failure::Log(e));
+        }
+    }
+}
+
+/// Reads a raw (plain JSONL) log. Everything after the committed bytes is a torn tail.
+fn load_raw(read: ReadFn<'_>, tuning: Tuning) -> std::result::Result<Prefix, Failure> {
+    let mut input = Input::new(read, tuning.job_bytes);
+    match raw_prefix(&mut input, tuning) {
+        Err(Failure::Log(e)) => {
+            input.drain(false)?;
+            Err(Failure::Log(e))
+        }
+        outcome => outcome,
+    }
+}
+
+fn raw_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Prefix, Failure> {
+    input.fill_block()?;
+    let nl = loop {
+        if let Some(nl) = find_newline(&input.buf, 0) {
+            break nl;
+        }
+        if input.eof {
+            return Err(Failure::Log(Error::EmptyLog { zstd: false }));
+        }
+        input.fill()?;
+    };
+    let header = input.take(nl + 1);
+    let mut scanner = SessionLogScanner::new(&header)?;
+    run_jobs(
+        &mut || Ok(input.next_lines()?.map(Job::Text)),
+        &mut scanner,
+        tuning,
+    )?;
+    let length = input.base as u64;
+    let out = scanner.finish();
+    let torn = (out.committed_bytes < length).then(|| TornMarker::Truncate {
+        truncate_to: out.committed_bytes,
+        recovered: Vec::new(),
+    });
+    Ok(Prefix {
+        header: out.header,
+        events: out.events,
+        invalid: out.invalid,
+        torn,
+    })
+}
+
+/// Reads a Zstandard log frame by frame (never holding the whole plaintext). Every complete
+/// frame must be valid and end on a record boundary; a torn final frame is prefix-decoded and
+/// its complete records are kept as recovered events.
+fn load_zstd(read: ReadFn<'_>, tuning: Tuning) -> std::result::Result<Prefix, Failure> {
+    let mut input = Input::new(read, tuning.job_bytes);
+    match zstd_prefix(&mut input, tuning) {
+        Err(Failure::Log(e)) => {
+            // A structural error anywhere in the file takes precedence.
+            input.drain(true)?;
+            Err(Failure::Log(e))
+        }
+        outcome => outcome,
+    }
+}
+
+fn zstd_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Prefix, Failure> {
+    let Some((bytes, frames)) = input.next_frames(Some(1))? else {
+        return Err(Failure::Log(Error::EmptyLog { zstd: true }));
+    };
+    let mut decoder = FrameDecoder::new();
+    let start = frames.first().map_or(0, |f| f.start);
+    let header = decoder.decode_frame_to_vec(&bytes, start)?;
+    if !is_one_line(&header) {
+        return Err(Failure::Log(Error::ZstdHeaderFrameLines));
+    }
+    let mut scanner = SessionLogScanner::new(&header)?;
+    run_jobs(
+        &mut || {
+            Ok(input
+                .next_frames(None)?
+                .map(|(bytes, frames)| Job::Frames(bytes, frames)))
+        },
+        &mut scanner,
+        tuning,
+    )?;
+    if scanner.committed_bytes() != scanner.bytes_written() {
+        return Err(Failure::Log(Error::ZstdTornRecord));
+    }
+    if input.buf.is_empty() {
+        let out = scanner.finish();
+        return Ok(Prefix {
+            header: out.header,
+            events: out.events,
+            invalid: out.invalid,
+            torn: None,
+        });
+    }
+    let torn_start = input.base;
+    let before = scanner.event_count();
+    let plain = decoder.decode_torn(&input.buf);
+    scanner.write(&plain)?;
+    let out = scanner.finish();
+    let recovered = out.events.get(before..).unwrap_or_default().to_vec();
+    Ok(Prefix {
+        header: out.header,
+        events: out.events,
+        invalid: out.invalid,
+        torn: Some(TornMarker::Truncate {
+            truncate_to: torn_start as u64,
+            recovered,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::jsonl::frames::encode_frame;
+
+    /// The sequential reader over a whole buffer: the reference algorithm, with the whole
+    /// input scanned first and every frame written to the scanner in order.
+    fn oracle(buf: &[u8], zstd: bool) -> Result<Prefix> {
+        if !zstd {
+            let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+                return Err(Error::EmptyLog { zstd: false });
+            };
+            let mut scanner = SessionLogScanner::new(&buf[..=nl])?;
+            scanner.write(&buf[nl + 1..])?;
+            let out = scanner.finish();
+            let torn = (out.committed_bytes < buf.len() as u64).then(|| TornMarker::Truncate {
+                truncate_to: out.committed_bytes,
+                recovered: Vec::new(),
+            });
+            return Ok(Prefix {
+                header: out.header,
+                events: out.events,
+                invalid: out.invalid,
+                torn,
+            });
+        }
+        let scan = scan_zstd_frames(buf, None)?;
+        let Some(first) = scan.frames.first() else {
+            return Err(Error::EmptyLog { zstd: true });
+        };
+        let mut decoder = FrameDecoder::new();
+        let header = decoder.decode_frame_to_vec(&buf[first.start..first.end], first.start)?;
+        if !is_one_line(&header) {
+            return Err(Error::ZstdHeaderFrameLines);
+        }
+        let mut scanner = SessionLogScanner::new(&header)?;
+        for frame in &scan.frames[1..] {
+            decoder.decode_frame(&buf[frame.start..frame.end], frame.start, |chunk| {
+                scanner.write(chunk)
+            })?;
+        }
+        if scanner.committed_bytes() != scanner.bytes_written() {
+            return Err(Error::ZstdTornRecord);
+        }
+        let Some(torn_start) = scan.torn_start else {
+            let out = scanner.finish();
+            return Ok(Prefix {
+                header: out.header,
+                events: out.events,
+                invalid: out.invalid,
+                torn: None,
+            });
+        };
+        let before = scanner.event_count();
+        let plain = decoder.decode_torn(&buf[torn_start..]);
+        scanner.write(&plain)?;
+        let out = scanner.finish();
+        let recovered = out.events.get(before..).unwrap_or_default().to_vec();
+        Ok(Prefix {
+            header: out.header,
+            events: out.events,
+            invalid: out.invalid,
+            torn: Some(TornMarker::Truncate {
+                truncate_to: torn_start as u64,
+                recovered,
+            }),
+        })
+    }
+
+    /// Everything observable about a read, as text.
+    fn describe(outcome: &Result<Prefix>) -> String {
+        match outcome {
+            Err(e) => format!("error: {e}"),
+            Ok(p) => {
+                let lines = |events: &[Event]| {
+                    events
+                        .iter()
+                        .map(Event::to_json)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                let torn = match &p.torn {
+                    None => "none".to_owned(),
+                    Some(TornMarker::Truncate {
+                        truncate_to,
+                        recovered,
+                    }) => format!("truncate {truncate_to}, recovered:\n{}", lines(recovered)),
+                    Some(other) => format!("{other:?}"),
+                };
+                format!(
+                    "header: {}\ninvalid: {:?}\ntorn: {torn}\nevents:\n{}",
+                    p.header.value.to_json(),
+                    p.invalid.as_ref().map(|(i, v)| (i, v.to_json())),
+                    lines(&p.events)
+                )
+            }
+        }
+    }
+
+    const TUNINGS: [Tuning; 4] = [
+        Tuning {
+            workers: 0,
+            job_bytes: 1 << 30,
+            in_flight: 1,
+        },
+        Tuning {
+            workers: 0,
+            job_bytes: 7,
+            in_flight: 1,
+        },
+        Tuning {
+            workers: 2,
+            job_bytes: 61,
+            in_flight: 3,
+        },
+        Tuning {
+            workers: 1,
+            job_bytes: 1000,
+            in_flight: 8,
+        },
+    ];
+
+    /// Every tuning reads `buf` exactly as the oracle does.
+    fn check(buf: &[u8], zstd: bool, what: &str) {
+        let want = describe(&oracle(buf, zstd));
+        for tuning in TUNINGS {
+            let got = describe(&from_memory(buf, zstd, tuning));
+            assert_eq!(got, want, "{what} with {tuning:?}");
+        }
+    }
+
+    fn corpus_files() -> Vec<(PathBuf, bool)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus");
+        let mut out = Vec::new();
+        let mut dirs = vec![root.join("logs"), root.join("negative")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    if name != "after-load" {
+                        dirs.push(path);
+                    }
+                } else if name.ends_with(".jsonl") && !name.starts_with("after-load") {
+                    out.push((path, false));
+                } else if name.ends_with(".jsonl.zstd") && !name.starts_with("after-load") {
+                    out.push((path, true));
+                }
+            }
+        }
+        out.sort();
+        assert!(out.len() > 400, "corpus files: {}", out.len());
+        out
+    }
+
+    // The streaming reader against the whole-buffer reader, over every corpus file (logs,
+    // crash variants and negative cases), in one and several threads and at any job size.
+    #[test]
+    fn streaming_reads_match_the_sequential_reader_on_the_corpus() {
+        for (path, zstd) in corpus_files() {
+            let buf = std::fs::read(&path).unwrap();
+            check(&buf, zstd, &path.display().to_string());
+        }
+    }
+
+    // Damaged files: truncations, flipped bytes, inserted garbage, lines across frames.
+    #[test]
+    fn streaming_reads_match_the_sequential_reader_on_damage() {
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n.max(1) as u64) as usize
+        };
+        let files: Vec<(PathBuf, bool)> = corpus_files()
+            .into_iter()
+            .filter(|(p, _)| p.parent().is_some_and(|d| d.join("expected.json").exists()))
+            .step_by(5)
+            .collect();
+        for (path, zstd) in files {
+            let buf = std::fs::read(&path).unwrap();
+            for round in 0..12 {
+                let mut damaged = buf.clone();
+                match round % 4 {
+                    0 => damaged.truncate(next(buf.len())),
+                    1 => {
+                        let at = next(buf.len());
+                        damaged[at] ^= 1 << next(8);
+                    }
+                    2 => {
+                        let at = next(buf.len());
+                        damaged.insert(at, b'\n');
+                    }
+                    _ => {
+                        let at = next(buf.len());
+                        damaged.splice(at..at, b"{\"type\":\"turn/end\"}\n".iter().copied());
+                    }
+                }
+                check(&damaged, zstd, &format!("{} round {round}", path.display()));
+            }
+        }
+        // Frames that split lines: re-frame the plaintext at arbitrary points.
+        for (path, zstd) in corpus_files().into_iter().filter(|(_, z)| *z).step_by(7) {
+            let buf = std::fs::read(&path).unwrap();
+            let Ok(plain) = zstd_text(&buf) else { continue };
+            let Some(nl) = plain.iter().position(|&b| b == b'\n') else {
+                continue;
+            };
+            let mut reframed = encode_frame(&plain[..=nl]).unwrap();
+            let mut at = nl + 1;
+            while at < plain.len() {
+                let end = (at + 1 + next(300)).min(plain.len());
+                reframed.extend(encode_frame(&plain[at..end]).unwrap());
+                at = end;
+            }
+            check(&reframed, zstd, &format!("{} reframed", path.display()));
+        }
+    }
 }

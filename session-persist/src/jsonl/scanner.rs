@@ -15,12 +15,10 @@
 //! [`ScanOutput::committed_bytes`] is the end of the last accepted line; everything after it is
 //! torn if and only if scanning completed without an error.
 
-use std::borrow::Cow;
-
 use session_core::Event;
-use session_core::chunk_rows::{Decoded, decode_storage_record};
+use session_core::chunk_rows::{LineRecord, StorageDecoder};
 use session_core::header::js_string;
-use session_core::json::{self, ParseErrorKind, Value};
+use session_core::json::{ParseErrorKind, Value};
 
 use super::header_line::{ParsedHeader, parse_strict};
 use crate::error::{Error, Result};
@@ -55,43 +53,79 @@ impl Issue {
     }
 }
 
-/// One decoded storage record.
-enum Row {
-    /// A record stored verbatim (not yet checked as an event).
-    One(Value),
-    /// A packed chunk row, expanded.
-    Many(Vec<Event>),
+/// The complete lines at the start of a buffer, decoded (parsed and expanded) but not yet
+/// judged: what [`decode_lines`] produces, possibly on another thread, for
+/// [`SessionLogScanner::merge`] to apply in log order.
+#[derive(Debug, Default)]
+pub(crate) struct DecodedLines {
+    /// Each complete line: its length without the newline, and what it holds.
+    lines: Vec<(usize, LineRecord)>,
+    /// The events the lines pushed, in line order.
+    events: Vec<Event>,
+    /// The bytes of the complete lines, newlines included.
+    consumed: usize,
 }
 
-impl Row {
-    fn len(&self) -> usize {
-        match self {
-            Row::One(_) => 1,
-            Row::Many(events) => events.len(),
-        }
-    }
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+const NEWLINES: u64 = ONES * b'\n' as u64;
 
-    fn has_turn_end(&self) -> bool {
-        match self {
-            Row::One(v) => v.get("type").and_then(Value::as_str) == Some("turn/end"),
-            Row::Many(events) => events.iter().any(|e| e.event_type() == "turn/end"),
-        }
-    }
+/// The high bit of every byte of `word` that is a newline (exact for the lowest one).
+fn newline_bytes(word: [u8; 8]) -> u64 {
+    let w = u64::from_le_bytes(word) ^ NEWLINES;
+    w.wrapping_sub(ONES) & !w & HIGHS
+}
 
-    /// The first member whose seq is not `first + k`: `(expected, String(seq))`.
-    fn first_gap(&self, first: u64) -> Option<(u64, String)> {
-        match self {
-            Row::One(v) => {
-                let seq = v.get("seq");
-                // `seq === expected`: a number of that value (`-0` equals 0).
-                let ok = seq.and_then(Value::as_u64) == Some(first);
-                (!ok).then(|| (first, js_string(seq)))
-            }
-            Row::Many(events) => events.iter().enumerate().find_map(|(k, e)| {
-                let expected = first + k as u64;
-                (e.seq() != expected).then(|| (expected, e.seq().to_string()))
-            }),
+/// The index of the first `\n` of `bytes` at or after `from` (eight bytes at a time).
+pub(crate) fn find_newline(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while let Some(word) = bytes.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        let hits = newline_bytes(w);
+        if hits != 0 {
+            return Some(i + (hits.trailing_zeros() / 8) as usize);
         }
+        i += 8;
+    }
+    bytes
+        .get(i..)?
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|p| i + p)
+}
+
+/// The index of the last `\n` of `bytes`.
+pub(crate) fn rfind_newline(bytes: &[u8]) -> Option<usize> {
+    let mut end = bytes.len();
+    while end >= 8 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[end - 8..end]);
+        if newline_bytes(w) != 0 {
+            // A hit in this word: find the last one exactly.
+            return bytes[end - 8..end]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map(|p| end - 8 + p);
+        }
+        end -= 8;
+    }
+    bytes[..end].iter().rposition(|&b| b == b'\n')
+}
+
+/// Decodes every complete line of `buf` (as if `buf` started at a line boundary).
+pub(crate) fn decode_lines(buf: &[u8], decoder: &mut StorageDecoder) -> DecodedLines {
+    let mut lines = Vec::with_capacity(buf.len() / 128);
+    let mut start = 0;
+    while let Some(end) = find_newline(buf, start) {
+        let line = &buf[start..end];
+        lines.push((end - start, decoder.decode_line(line)));
+        start = end + 1;
+    }
+    DecodedLines {
+        lines,
+        events: decoder.take_events(),
+        consumed: start,
     }
 }
 
@@ -121,6 +155,7 @@ pub(crate) struct SessionLogScanner {
     events: Vec<Event>,
     invalid: Option<(usize, Value)>,
     issue: Option<Issue>,
+    decoder: StorageDecoder,
 }
 
 impl SessionLogScanner {
@@ -145,6 +180,7 @@ impl SessionLogScanner {
             events: Vec::new(),
             invalid: None,
             issue: None,
+            decoder: StorageDecoder::new(),
         })
     }
 
@@ -166,20 +202,34 @@ impl SessionLogScanner {
     /// Feeds the next bytes of the log.
     pub(crate) fn write(&mut self, chunk: &[u8]) -> Result<()> {
         let mut rest = chunk;
-        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
-            if self.carry.is_empty() {
-                self.line_end(&rest[..nl])?;
-            } else {
-                let mut line = std::mem::take(&mut self.carry);
-                line.extend_from_slice(&rest[..nl]);
-                let result = self.line_end(&line);
-                line.clear();
-                self.carry = line;
-                result?;
-            }
+        if !self.carry.is_empty() {
+            let Some(nl) = find_newline(rest, 0) else {
+                self.carry.extend_from_slice(rest);
+                return Ok(());
+            };
+            let mut line = std::mem::take(&mut self.carry);
+            line.extend_from_slice(&rest[..=nl]);
             rest = &rest[nl + 1..];
+            let decoded = decode_lines(&line, &mut self.decoder);
+            self.merge(decoded)?;
         }
-        self.carry.extend_from_slice(rest);
+        let decoded = decode_lines(rest, &mut self.decoder);
+        let consumed = decoded.consumed;
+        self.merge(decoded)?;
+        self.carry.extend_from_slice(&rest[consumed..]);
+        Ok(())
+    }
+
+    /// Feeds the next bytes of the log, `plain`, whose complete lines were already decoded
+    /// into `decoded` on the assumption that `plain` starts at a line boundary. When it does
+    /// not (an earlier fragment is pending), `decoded` is dropped and `plain` is scanned here.
+    pub(crate) fn write_decoded(&mut self, plain: &[u8], decoded: DecodedLines) -> Result<()> {
+        if !self.carry.is_empty() {
+            return self.write(plain);
+        }
+        let consumed = decoded.consumed;
+        self.merge(decoded)?;
+        self.carry.extend_from_slice(&plain[consumed..]);
         Ok(())
     }
 
@@ -193,61 +243,84 @@ impl SessionLogScanner {
         }
     }
 
-    /// Handles one complete line (`bytes` without its newline).
-    fn line_end(&mut self, bytes: &[u8]) -> Result<()> {
-        let start = self.offset;
-        self.offset += bytes.len() as u64 + 1;
-        self.line += 1;
-        let line = self.line;
-        let text: Cow<'_, str> = String::from_utf8_lossy(bytes);
-        let row = match json::parse(&text) {
-            Ok(v) => match decode_storage_record(v) {
-                Ok(Decoded::Passthrough(v)) => Some(Row::One(v)),
-                Ok(Decoded::Expanded(events)) => Some(Row::Many(events)),
-                Err(_) => None,
-            },
-            Err(e) if e.kind == ParseErrorKind::LoneSurrogate => {
-                return Err(Error::LoneSurrogate {
-                    line: Some(line),
-                    offset: start + e.offset as u64,
-                });
-            }
-            Err(_) => None,
-        };
-        let Some(row) = row else {
-            self.issue.get_or_insert(Issue::Unparsable { line });
-            return Ok(());
-        };
-        let has_turn_end = row.has_turn_end();
-        if let Some(issue) = &self.issue {
-            return if has_turn_end {
-                Err(issue.to_error())
-            } else {
-                Ok(())
+    /// Applies the log rules to decoded lines that continue the log at `self.offset`.
+    fn merge(&mut self, decoded: DecodedLines) -> Result<()> {
+        let mut events = decoded.events.into_iter();
+        for (len, record) in decoded.lines {
+            let start = self.offset;
+            self.offset += len as u64 + 1;
+            self.line += 1;
+            let line = self.line;
+            // What the line holds: whether it is a turn/end, its seq test, and its events.
+            let (has_turn_end, gap, pushed) = match &record {
+                LineRecord::NotJson(e) if e.kind == ParseErrorKind::LoneSurrogate => {
+                    return Err(Error::LoneSurrogate {
+                        line: Some(line),
+                        offset: start + e.offset as u64,
+                    });
+                }
+                LineRecord::Record { value, valid } => {
+                    let seq = value.get("seq");
+                    // `seq === expected`: a number of that value (`-0` equals 0).
+                    let gap = (seq.and_then(Value::as_u64) != Some(self.count))
+                        .then(|| (self.count, js_string(seq)));
+                    let turn_end = value.get("type").and_then(Value::as_str) == Some("turn/end");
+                    (turn_end, gap, usize::from(*valid))
+                }
+                LineRecord::Chunks { seq0, count } => {
+                    let gap = (*seq0 != self.count).then(|| (self.count, seq0.to_string()));
+                    (false, gap, *count)
+                }
+                // Unparsable, or a malformed row.
+                _ => {
+                    self.issue.get_or_insert(Issue::Unparsable { line });
+                    continue;
+                }
             };
-        }
-        if let Some((expected, got)) = row.first_gap(self.count) {
-            let issue = Issue::Gap {
-                line,
-                expected,
-                got,
-            };
-            let err = has_turn_end.then(|| issue.to_error());
-            self.issue = Some(issue);
-            return err.map_or(Ok(()), Err);
-        }
-        let n = row.len() as u64;
-        if self.invalid.is_none() {
-            match row {
-                Row::One(v) => match Event::from_value(&v) {
-                    Ok(e) => self.events.push(e),
-                    Err(_) => self.invalid = Some((self.count as usize, v)),
-                },
-                Row::Many(events) => self.events.extend(events),
+            let row = events.by_ref().take(pushed);
+            if let Some(issue) = &self.issue {
+                if has_turn_end {
+                    return Err(issue.to_error());
+                }
+                row.for_each(drop);
+                continue;
             }
+            if let Some((expected, got)) = gap {
+                let issue = Issue::Gap {
+                    line,
+                    expected,
+                    got,
+                };
+                let err = has_turn_end.then(|| issue.to_error());
+                self.issue = Some(issue);
+                if let Some(err) = err {
+                    return Err(err);
+                }
+                row.for_each(drop);
+                continue;
+            }
+            let n = match record {
+                LineRecord::Record { value, valid } => {
+                    if self.invalid.is_none() {
+                        if valid {
+                            self.events.extend(row);
+                        } else {
+                            self.invalid = Some((self.count as usize, value));
+                        }
+                    }
+                    1
+                }
+                LineRecord::Chunks { count, .. } => {
+                    if self.invalid.is_none() {
+                        self.events.extend(row);
+                    }
+                    count as u64
+                }
+                _ => 0,
+            };
+            self.count += n;
+            self.committed = self.offset;
         }
-        self.count += n;
-        self.committed = self.offset;
         Ok(())
     }
 }
@@ -271,6 +344,27 @@ mod tests {
 
     fn seqs(out: &ScanOutput) -> Vec<u64> {
         out.events.iter().map(Event::seq).collect()
+    }
+
+    #[test]
+    fn newline_search_matches_a_plain_search() {
+        let text = b"0123456789\nabcdefgh\n\n\xff\x0a\x8a\nxyz0123456789abcdef";
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                let bytes = &text[start..end];
+                for from in 0..=bytes.len() {
+                    let want = bytes[from..]
+                        .iter()
+                        .position(|&b| b == b'\n')
+                        .map(|p| from + p);
+                    assert_eq!(find_newline(bytes, from), want);
+                }
+                assert_eq!(
+                    rfind_newline(bytes),
+                    bytes.iter().rposition(|&b| b == b'\n')
+                );
+            }
+        }
     }
 
     // persistence §7.6 #37

@@ -58,7 +58,7 @@ pub(crate) fn is_temp_name(name: &str) -> bool {
 
 impl Inner {
     /// Encodes bytes of the physical encoding from logical text.
-    fn encode_text(&self, text: &str) -> Result<Vec<u8>> {
+    pub(crate) fn encode_text(&self, text: &str) -> Result<Vec<u8>> {
         match self.compression {
             Compression::None => Ok(text.as_bytes().to_vec()),
             Compression::Zstd => encode_frame(text.as_bytes()),
@@ -79,7 +79,7 @@ impl Inner {
         Ok(out)
     }
 
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
+    pub(crate) fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.fs
             .sync_dir(dir)
             .map_err(|e| Error::io("fsync", dir, e))
@@ -203,7 +203,7 @@ impl Inner {
     }
 
     /// Creates `<final>.<12 hex>.tmp` exclusively with mode 0600.
-    fn create_temp(&self, path: &Path) -> Result<(PathBuf, Box<dyn super::fs::FsFile>)> {
+    pub(crate) fn create_temp(&self, path: &Path) -> Result<(PathBuf, Box<dyn super::fs::FsFile>)> {
         let mut attempts = 0;
         loop {
             let mut name = path.as_os_str().to_owned();

@@ -169,6 +169,7 @@ pub enum Op {
     Sync,
     SetLen,
     Read,
+    Rename,
 }
 
 /// A planned fault: the `nth` matching call (0-based, counted from when it was planned) fails
@@ -277,10 +278,10 @@ impl FaultFs {
             if fault.op != op || fault.times == 0 {
                 continue;
             }
-            if let Some(n) = &fault.path_contains {
-                if !text.contains(n.as_str()) {
-                    continue;
-                }
+            if let Some(n) = &fault.path_contains
+                && !text.contains(n.as_str())
+            {
+                continue;
             }
             if *seen < fault.nth {
                 *seen += 1;
@@ -404,5 +405,10 @@ impl Fs for FaultFs {
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
         self.gate(Op::Canonicalize, path)?;
         RealFs.canonicalize(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.gate(Op::Rename, from)?;
+        RealFs.rename(from, to)
     }
 }

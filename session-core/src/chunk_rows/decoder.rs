@@ -1,0 +1,841 @@
+//! The storage-line decoder of log readers: one stored line in, the record it holds and its
+//! events out, with delta chunks stored compactly.
+//!
+//! Lines that the reference's writer produces for delta chunks (packed rows, and verbatim
+//! `assistant/chunk` delta events) are recognized byte by byte and go straight into compact
+//! storage without building JSON trees. Every other line, and every line the fast path does
+//! not fully recognize (another key order, whitespace, non-canonical numbers, anything that
+//! fails validation), takes the general path: JSON parse, then [`decode_storage_record`]'s
+//! rules. Both paths give the same record and the same events for the lines the fast path
+//! accepts.
+
+#![allow(clippy::float_cmp, clippy::format_push_string)] // exact double semantics; error text building
+
+use std::borrow::Cow;
+
+use super::{Error, PackedRow};
+use crate::Event;
+use crate::event::compact::{DeltaKind, DeltaMeta, EventSink};
+use crate::json::{self, MAX_SAFE_INTEGER, Number, ParseError, Value};
+
+/// What one stored line holds (see [`StorageDecoder::decode_line`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LineRecord {
+    /// The line is not JSON (the parser's error; offsets are into the line decoded as UTF-8
+    /// with invalid bytes replaced by U+FFFD).
+    NotJson(ParseError),
+    /// A packed row that fails validation (`malformed <tag> storage row: …`).
+    MalformedRow(Error),
+    /// A record stored verbatim, not a packed row. `valid` says whether it is a valid event
+    /// envelope ([`Event::from_value`]); a valid one was pushed as the next event.
+    Record {
+        /// The parsed record.
+        value: Value,
+        /// Whether its event was pushed.
+        valid: bool,
+    },
+    /// `count` `assistant/chunk` events with seqs `seq0`, `seq0 + 1`, … were pushed: the
+    /// members of a packed row, or one verbatim delta chunk event (`count` 1).
+    Chunks {
+        /// The seq of the first event.
+        seq0: u64,
+        /// How many events.
+        count: usize,
+    },
+}
+
+/// Decodes stored lines into events (`JSON.parse` then `decodeStorageRecord`, §3.3 of the
+/// persistence spec), keeping delta chunk events in compact shared blocks.
+///
+/// Events accumulate in line order until [`StorageDecoder::take_events`]. The decoder applies
+/// no log rules (seq contiguity, torn tails): its caller does, with the [`LineRecord`]s.
+///
+/// ```
+/// use session_core::chunk_rows::{LineRecord, StorageDecoder};
+///
+/// let mut decoder = StorageDecoder::new();
+/// let row = br#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1,2],"texts":["a","b","c"]}}"#;
+/// assert!(matches!(decoder.decode_line(row), LineRecord::Chunks { seq0: 4, count: 3 }));
+/// let events = decoder.take_events();
+/// assert_eq!(
+///     events[2].to_json(),
+///     r#"{"type":"assistant/chunk","seq":6,"time":13,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"c"}}}"#
+/// );
+/// ```
+#[derive(Default)]
+pub struct StorageDecoder {
+    sink: EventSink,
+    staged: Staged,
+}
+
+impl std::fmt::Debug for StorageDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageDecoder")
+            .field("events", &self.sink.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StorageDecoder {
+    /// A decoder holding no events.
+    pub fn new() -> StorageDecoder {
+        StorageDecoder::default()
+    }
+
+    /// Decodes one line (without its newline), pushing its events.
+    pub fn decode_line(&mut self, line: &[u8]) -> LineRecord {
+        if let Some(record) = self.fast_line(line) {
+            return record;
+        }
+        let text = match std::str::from_utf8(line) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(line),
+        };
+        let value = match json::parse(&text) {
+            Ok(v) => v,
+            Err(e) => return LineRecord::NotJson(e),
+        };
+        match PackedRow::from_value(&value) {
+            Err(e) => LineRecord::MalformedRow(e),
+            Ok(Some(row)) => {
+                row.expand_into(&mut self.sink);
+                LineRecord::Chunks {
+                    seq0: row.seq0(),
+                    count: row.member_count(),
+                }
+            }
+            Ok(None) => match Event::from_value(&value) {
+                Ok(event) => {
+                    self.sink.push_event(event);
+                    LineRecord::Record { value, valid: true }
+                }
+                Err(_) => LineRecord::Record {
+                    value,
+                    valid: false,
+                },
+            },
+        }
+    }
+
+    /// How many events the decoded lines pushed and [`StorageDecoder::take_events`] has not
+    /// taken yet.
+    pub fn event_count(&self) -> usize {
+        self.sink.len()
+    }
+
+    /// The pushed events in line order; the decoder holds none afterwards.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        self.sink.take()
+    }
+
+    /// The fast path: `None` when the line is not in the exact form the reference writes (the
+    /// general path then decides).
+    fn fast_line(&mut self, line: &[u8]) -> Option<LineRecord> {
+        let rest = line.strip_prefix(b"{\"type\":\"")?;
+        let (kind, rest, packed) = if let Some(r) = rest.strip_prefix(b"text-chunks\",\"seq0\":") {
+            (DeltaKind::Text, r, true)
+        } else if let Some(r) = rest.strip_prefix(b"reasoning-chunks\",\"seq0\":") {
+            (DeltaKind::Reasoning, r, true)
+        } else if let Some(r) = rest.strip_prefix(b"tool-call-chunks\",\"seq0\":") {
+            (DeltaKind::ToolCall, r, true)
+        } else if let Some(r) = rest.strip_prefix(b"assistant/chunk\",\"seq\":") {
+            (DeltaKind::Text, r, false)
+        } else {
+            return None;
+        };
+        let mut cur = Cursor {
+            bytes: line,
+            pos: line.len() - rest.len(),
+        };
+        self.staged.clear();
+        let record = if packed {
+            self.staged.parse_row(&mut cur, kind)?
+        } else {
+            self.staged.parse_verbatim(&mut cur)?
+        };
+        if cur.pos != line.len() {
+            return None;
+        }
+        self.staged.commit(&mut self.sink);
+        Some(record)
+    }
+}
+
+/// A byte cursor over one line.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn lit(&mut self, s: &str) -> Option<()> {
+        if self.bytes.get(self.pos..)?.starts_with(s.as_bytes()) {
+            self.pos += s.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// An integer literal that JavaScript prints exactly as written (at most 15 digits, no
+    /// leading zero, not `-0`, no fraction or exponent): what the reference writes for safe
+    /// integers. Such a literal parses to the same number as the general parser gives.
+    fn int(&mut self) -> Option<i64> {
+        let bytes = self.bytes;
+        let negative = bytes.get(self.pos) == Some(&b'-');
+        let start = self.pos + usize::from(negative);
+        let mut end = start;
+        let mut v: i64 = 0;
+        while let Some(&d) = bytes.get(end) {
+            if !d.is_ascii_digit() {
+                break;
+            }
+            if end - start == 15 {
+                return None;
+            }
+            v = v * 10 + i64::from(d - b'0');
+            end += 1;
+        }
+        let digits = end - start;
+        if digits == 0
+            || (digits > 1 && bytes[start] == b'0')
+            || matches!(bytes.get(end), Some(b'.' | b'e' | b'E'))
+            || (negative && v == 0)
+        {
+            return None;
+        }
+        self.pos = end;
+        Some(if negative { -v } else { v })
+    }
+
+    /// A string literal, decoded exactly as the general parser decodes it; `None` for
+    /// anything the general parser would refuse or read differently (invalid UTF-8 included).
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        let bytes = self.bytes;
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        let start = self.pos + 1;
+        let mut end = json::string_special(bytes, start);
+        if bytes.get(end) == Some(&b'"') {
+            let s = std::str::from_utf8(&bytes[start..end]).ok()?;
+            self.pos = end + 1;
+            return Some(Cow::Borrowed(s));
+        }
+        // Escapes: find the closing quote, then decode the literal with the general rules.
+        loop {
+            match bytes.get(end) {
+                Some(b'"') => break,
+                Some(b'\\') => end = json::string_special(bytes, end + 2),
+                _ => return None,
+            }
+        }
+        let literal = std::str::from_utf8(&bytes[self.pos..=end]).ok()?;
+        let (s, after) = json::string_at(literal, 0).ok()?;
+        if after != literal.len() {
+            return None;
+        }
+        self.pos = end + 1;
+        Some(s)
+    }
+}
+
+/// A recognized line, before it is committed to the sink.
+#[derive(Default)]
+struct Staged {
+    kind: Option<DeltaKind>,
+    turn: i64,
+    step: i64,
+    index: i64,
+    id: String,
+    name: Option<String>,
+    parsed_order: bool,
+    seq0: u64,
+    times: Vec<i64>,
+    text: String,
+    ends: Vec<usize>,
+}
+
+const MAX_SAFE: i64 = MAX_SAFE_INTEGER;
+
+impl Staged {
+    fn clear(&mut self) {
+        self.kind = None;
+        self.name = None;
+        self.id.clear();
+        self.times.clear();
+        self.text.clear();
+        self.ends.clear();
+    }
+
+    fn push_text(&mut self, s: &str) {
+        self.text.push_str(s);
+        self.ends.push(self.text.len());
+    }
+
+    /// `…"seq0":S,"time0":T,"data":{"turn":…,"step":…,"index":…,"dt":[…],` then
+    /// `"texts":[…]}}` or `"id":…,("name":…,)?"args":[…]}}`, validated as
+    /// [`PackedRow::from_value`] does (the cursor is after `"seq0":`).
+    fn parse_row(&mut self, cur: &mut Cursor<'_>, kind: DeltaKind) -> Option<LineRecord> {
+        let seq0 = u64::try_from(cur.int()?).ok()?;
+        cur.lit(",\"time0\":")?;
+        let time0 = cur.int()?;
+        cur.lit(",\"data\":{\"turn\":")?;
+        self.turn = cur.int()?;
+        cur.lit(",\"step\":")?;
+        self.step = cur.int()?;
+        cur.lit(",\"index\":")?;
+        self.index = cur.int()?;
+        cur.lit(",\"dt\":[")?;
+        self.times.push(time0);
+        let mut time = time0;
+        if cur.peek() == Some(b']') {
+            cur.pos += 1;
+        } else {
+            loop {
+                time += cur.int()?;
+                if time.unsigned_abs() > MAX_SAFE.unsigned_abs() {
+                    return None;
+                }
+                self.times.push(time);
+                match cur.peek()? {
+                    b',' => cur.pos += 1,
+                    b']' => {
+                        cur.pos += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        if kind.is_tool() {
+            cur.lit(",\"id\":")?;
+            let id = cur.string()?;
+            self.id.push_str(&id);
+            if cur.lit(",\"name\":").is_some() {
+                self.name = Some(cur.string()?.into_owned());
+            }
+            cur.lit(",\"args\":[")?;
+        } else {
+            cur.lit(",\"texts\":[")?;
+        }
+        loop {
+            let s = cur.string()?;
+            self.push_text(&s);
+            match cur.peek()? {
+                b',' => cur.pos += 1,
+                b']' => {
+                    cur.pos += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+        cur.lit("}}")?;
+        let count = self.ends.len();
+        if self.times.len() != count || seq0 + (count as u64 - 1) > MAX_SAFE.unsigned_abs() {
+            return None;
+        }
+        self.kind = Some(kind);
+        self.seq0 = seq0;
+        self.parsed_order = false;
+        Some(LineRecord::Chunks { seq0, count })
+    }
+
+    /// `…"seq":S,"time":T,"data":{"turn":…,"step":…,"chunk":{"type":"<kind>","index":…,`
+    /// then `"text":…}}}` or `"id":…,("name":…,)?"argumentsDelta":…}}}` (the cursor is after
+    /// `"seq":`).
+    fn parse_verbatim(&mut self, cur: &mut Cursor<'_>) -> Option<LineRecord> {
+        let seq = u64::try_from(cur.int()?).ok()?;
+        cur.lit(",\"time\":")?;
+        let time = cur.int()?;
+        cur.lit(",\"data\":{\"turn\":")?;
+        self.turn = cur.int()?;
+        cur.lit(",\"step\":")?;
+        self.step = cur.int()?;
+        cur.lit(",\"chunk\":{\"type\":\"")?;
+        let kind = if cur.lit("text-delta\"").is_some() {
+            DeltaKind::Text
+        } else if cur.lit("reasoning-delta\"").is_some() {
+            DeltaKind::Reasoning
+        } else if cur.lit("tool-call-delta\"").is_some() {
+            DeltaKind::ToolCall
+        } else {
+            return None;
+        };
+        cur.lit(",\"index\":")?;
+        self.index = cur.int()?;
+        if kind.is_tool() {
+            cur.lit(",\"id\":")?;
+            let id = cur.string()?;
+            self.id.push_str(&id);
+            if cur.lit(",\"name\":").is_some() {
+                self.name = Some(cur.string()?.into_owned());
+            }
+            cur.lit(",\"argumentsDelta\":")?;
+        } else {
+            cur.lit(",\"text\":")?;
+        }
+        let s = cur.string()?;
+        self.push_text(&s);
+        cur.lit("}}}")?;
+        self.times.push(time);
+        self.kind = Some(kind);
+        self.seq0 = seq;
+        self.parsed_order = true;
+        Some(LineRecord::Chunks {
+            seq0: seq,
+            count: 1,
+        })
+    }
+
+    /// Whether `meta` holds exactly the staged shared fields.
+    fn matches(&self, kind: DeltaKind, meta: &DeltaMeta) -> bool {
+        fn int_is(v: &Value, n: i64) -> bool {
+            matches!(v, Value::Number(x) if !x.is_verbatim() && x.as_f64() == n as f64)
+        }
+        meta.kind == kind
+            && meta.parsed_order == self.parsed_order
+            && int_is(&meta.turn, self.turn)
+            && int_is(&meta.step, self.step)
+            && int_is(&meta.index, self.index)
+            && (!kind.is_tool()
+                || (meta.id.as_str() == Some(self.id.as_str())
+                    && meta.name.as_ref().map(Value::as_str) == self.name.as_deref().map(Some)))
+    }
+
+    /// Pushes the staged members into `sink`.
+    fn commit(&self, sink: &mut EventSink) {
+        let Some(kind) = self.kind else {
+            return;
+        };
+        if !sink.current_meta().is_some_and(|m| self.matches(kind, m)) {
+            let int =
+                |n: i64| Value::Number(Number::from_i64(n).unwrap_or_else(|| Number::from(0u8)));
+            sink.set_meta(DeltaMeta {
+                kind,
+                turn: int(self.turn),
+                step: int(self.step),
+                index: int(self.index),
+                id: if kind.is_tool() {
+                    Value::from(self.id.as_str())
+                } else {
+                    Value::Null
+                },
+                name: self.name.as_deref().map(Value::from),
+                parsed_order: self.parsed_order,
+            });
+        }
+        let mut start = 0;
+        for (k, (&end, &time)) in self.ends.iter().zip(&self.times).enumerate() {
+            sink.push_member(
+                self.seq0 + k as u64,
+                time,
+                self.text.get(start..end).unwrap_or_default(),
+            );
+            start = end;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::chunk_rows::{Decoded, decode_storage_record, write_batch_lines};
+    use crate::event::KeyOrder;
+
+    /// The general path alone: `JSON.parse`, `decodeStorageRecord`, then the envelope check.
+    fn reference(line: &[u8]) -> (String, Vec<Event>) {
+        let text = String::from_utf8_lossy(line);
+        let value = match json::parse(&text) {
+            Ok(v) => v,
+            Err(e) => return (format!("not json: {e}"), Vec::new()),
+        };
+        match decode_storage_record(value) {
+            Err(e) => (format!("malformed: {e}"), Vec::new()),
+            Ok(Decoded::Expanded(events)) => (
+                format!("chunks {} {}", events[0].seq(), events.len()),
+                events,
+            ),
+            Ok(Decoded::Passthrough(v)) => match Event::from_value(&v) {
+                // A verbatim delta chunk: the fast path reports it as one chunk event.
+                Ok(e) if is_delta(&e) => (format!("chunks {} 1", e.seq()), vec![e]),
+                Ok(e) => (format!("record {}", v.to_json()), vec![e]),
+                Err(_) => (format!("invalid {}", v.to_json()), Vec::new()),
+            },
+        }
+    }
+
+    fn is_delta(e: &Event) -> bool {
+        e.event_type() == "assistant/chunk"
+            && e.surface_op_value().is_none()
+            && e.source_event_seqs_value().is_none()
+            && !e.ignorable()
+            && super::super::is_packable(e)
+    }
+
+    fn describe(record: &LineRecord) -> String {
+        match record {
+            LineRecord::NotJson(e) => format!("not json: {e}"),
+            LineRecord::MalformedRow(e) => format!("malformed: {e}"),
+            LineRecord::Record { value, valid: true } => {
+                let e = Event::from_value(value).unwrap();
+                if is_delta(&e) {
+                    format!("chunks {} 1", e.seq())
+                } else {
+                    format!("record {}", value.to_json())
+                }
+            }
+            LineRecord::Record { value, .. } => format!("invalid {}", value.to_json()),
+            LineRecord::Chunks { seq0, count } => format!("chunks {seq0} {count}"),
+        }
+    }
+
+    fn assert_same_events(got: &[Event], want: &[Event], line: &str) {
+        assert_eq!(got.len(), want.len(), "{line}");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g, w, "{line}");
+            assert_eq!(w, g, "{line}");
+            assert_eq!(g.to_json(), w.to_json(), "{line}");
+            assert_eq!(g.key_order(), w.key_order(), "{line}");
+            assert_eq!(g.to_value().to_json(), w.to_value().to_json(), "{line}");
+            assert_eq!(g.data(), w.data(), "{line}");
+            assert_eq!(g.data().to_json(), w.data().to_json(), "{line}");
+            assert_eq!(g.event_type(), w.event_type());
+            assert_eq!((g.seq(), g.time()), (w.seq(), w.time()));
+            assert!(g.ptr_eq(&g.clone()));
+        }
+    }
+
+    /// Decodes `line` with the decoder and with the general path and requires the same
+    /// record and the same events.
+    fn check_line(line: &str) {
+        let mut decoder = StorageDecoder::new();
+        let record = decoder.decode_line(line.as_bytes());
+        let events = decoder.take_events();
+        let (want, want_events) = reference(line.as_bytes());
+        assert_eq!(describe(&record), want, "{line}");
+        assert_same_events(&events, &want_events, line);
+    }
+
+    #[test]
+    fn integers_are_read_like_the_general_parser() {
+        for text in [
+            "0",
+            "-0",
+            "00",
+            "01",
+            "-01",
+            "7",
+            "-7",
+            "123456789012345",
+            "1234567890123456",
+            "-999999999999999",
+            "9007199254740993",
+            "1.0",
+            "1e3",
+            "1E3",
+            "-",
+            "",
+            "12x",
+            "+1",
+        ] {
+            let mut cur = Cursor {
+                bytes: text.as_bytes(),
+                pos: 0,
+            };
+            let fast = cur.int();
+            let general = json::parse(text).ok().and_then(|v| match &v {
+                Value::Number(n) if !n.is_verbatim() => n.as_i64(),
+                _ => None,
+            });
+            match fast {
+                // The cursor stops at the first byte that cannot continue the literal.
+                Some(n) => assert_eq!(
+                    Some(n),
+                    json::parse(&text[..cur.pos]).ok().and_then(|v| v.as_i64()),
+                    "{text}"
+                ),
+                None => assert!(
+                    general.is_none() || text.trim_start_matches('-').len() > 15,
+                    "{text}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn fast_path_lines_match_the_general_path() {
+        for line in [
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1,-2],"texts":["a","\n\"\\ \u00e9 \ud83d\ude00","c"]}}"#,
+            r#"{"type":"reasoning-chunks","seq0":0,"time0":-5,"data":{"turn":-3,"step":0,"index":7,"dt":[],"texts":["only"]}}"#,
+            r#"{"type":"tool-call-chunks","seq0":9,"time0":1786074901017,"data":{"turn":1,"step":2,"index":2,"dt":[111,56,0],"id":"call_0","name":"read","args":["","{","\"","file"]}}"#,
+            r#"{"type":"tool-call-chunks","seq0":9,"time0":1,"data":{"turn":1,"step":2,"index":2,"dt":[1],"id":"c","args":["x","y"]}}"#,
+            r#"{"type":"assistant/chunk","seq":37,"time":1786074895264,"data":{"turn":1,"step":1,"chunk":{"type":"reasoning-delta","index":0,"text":"ional"}}}"#,
+            r#"{"type":"assistant/chunk","seq":3,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":""}}}"#,
+            r#"{"type":"assistant/chunk","seq":3,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":0,"id":"i","name":"n","argumentsDelta":"{"}}}"#,
+            r#"{"type":"assistant/chunk","seq":3,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":0,"id":"i","argumentsDelta":"{"}}}"#,
+        ] {
+            check_line(line);
+            let mut decoder = StorageDecoder::new();
+            decoder.decode_line(line.as_bytes());
+            // The fast path took it: members are compact.
+            assert!(
+                decoder
+                    .take_events()
+                    .iter()
+                    .all(|e| e.as_member().is_some()),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn near_misses_take_the_general_path_with_its_results() {
+        for line in [
+            // Numbers the reference would not write, or that fail validation.
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1.0,"step":1,"index":0,"dt":[1,2],"texts":["a","b","c"]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":-0,"step":1,"index":0,"dt":[1e0,2],"texts":["a","b","c"]}}"#,
+            r#"{"type":"text-chunks","seq0":-1,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1,2],"texts":["a","b","c"]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b","c"]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":[]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":9007199254740990,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":900719925474099,"data":{"turn":1,"step":1,"index":0,"dt":[999999999999999,999999999999999,999999999999999,999999999999999,999999999999999,999999999999999,999999999999999,999999999999999,999999999999999,999999999999999],"texts":["a","b","c","d","e","f","g","h","i","j","k"]}}"#,
+            r#"{"type":"text-chunks","seq0":9007199254740991,"time0":0,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b"]}}"#,
+            r#"{"type":"text-chunks","seq0":999999999999999,"time0":0,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b"]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1,2],"texts":["a",2,"c"]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1,2],"texts":["a","\ud800","c"]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1,2],"texts":["a","b","c"],"x":1}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1,2],"texts":["a","b","c"]},"x":1}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1,2],"texts":["a","b","c"]}} "#,
+            "{\"type\":\"text-chunks\",\"seq0\":4,\"time0\":10,\"data\":{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[1,2],\"texts\":[\"a\",\"b\",\"c\"]}}\r",
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"turn":2,"step":1,"index":0,"dt":[1,2],"texts":["a","b","c"]}}"#,
+            r#"{"type":"tool-call-chunks","seq0":9,"time0":1,"data":{"turn":1,"step":2,"index":2,"dt":[1],"id":5,"args":["x","y"]}}"#,
+            r#"{"type":"tool-call-chunks","seq0":9,"time0":1,"data":{"turn":1,"step":2,"index":2,"dt":[1],"id":"c","name":null,"args":["x","y"]}}"#,
+            r#"{"type":"tool-call-chunks","seq0":9,"time0":1,"data":{"turn":1,"step":2,"index":2,"dt":[1],"args":["x","y"]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"step":1,"turn":1,"index":0,"dt":[1,2],"texts":["a","b","c"]}}"#,
+            r#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[1,2],"texts":["a","b","c"]"#,
+            r#"{"type":"assistant/chunk","seq":1.0,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x"}}}"#,
+            r#"{"type":"assistant/chunk","seq":-1,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x"}}}"#,
+            r#"{"type":"assistant/chunk","seq":1,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x","more":1}}}"#,
+            r#"{"type":"assistant/chunk","seq":1,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"block-start","index":0,"blockType":"text"}}}"#,
+            r#"{"type":"assistant/chunk","seq":1,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x"}},"ignorable":true}"#,
+            r#"{"type":"assistant/chunk","seq":1,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":0,"name":"n","id":"i","argumentsDelta":"{"}}}"#,
+            r#"{"type":"assistant/chunk","seq":1,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x\u0001"}}}"#,
+            r#"{"type":"turn/end","seq":5,"time":0,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+            r#"{"type":"x","seq":"5","time":0,"data":{}}"#,
+            "",
+            "\r",
+            "garbage",
+            "[1,2]",
+        ] {
+            check_line(line);
+        }
+        // Invalid UTF-8 is replaced, as the general path does.
+        let line = b"{\"type\":\"assistant/chunk\",\"seq\":1,\"time\":0,\"data\":{\"turn\":1,\"step\":1,\"chunk\":{\"type\":\"text-delta\",\"index\":0,\"text\":\"a\xFFb\"}}}";
+        let mut decoder = StorageDecoder::new();
+        let record = decoder.decode_line(line);
+        assert_eq!(describe(&record), reference(line).0);
+        assert_same_events(&decoder.take_events(), &reference(line).1, "invalid utf-8");
+    }
+
+    #[test]
+    fn members_keep_line_order_and_span_blocks() {
+        let mut decoder = StorageDecoder::new();
+        let mut want = Vec::new();
+        let mut seq = 0u64;
+        let mut lines = Vec::new();
+        for i in 0..700u64 {
+            // Rows of 3 members, verbatim deltas, other events, and huge time jumps that do
+            // not fit a block's relative times.
+            let time0 = if i % 97 == 0 {
+                4_000_000_000 * (i as i64)
+            } else {
+                i as i64
+            };
+            lines.push(format!(
+                r#"{{"type":"text-chunks","seq0":{seq},"time0":{time0},"data":{{"turn":1,"step":{},"index":0,"dt":[1,2],"texts":["a{i}","b","c"]}}}}"#,
+                i / 50
+            ));
+            seq += 3;
+            lines.push(format!(
+                r#"{{"type":"assistant/chunk","seq":{seq},"time":{time0},"data":{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"v{i}"}}}}}}"#
+            ));
+            seq += 1;
+            lines.push(format!(
+                r#"{{"type":"step/start","seq":{seq},"time":0,"data":{{"turn":1,"step":{i}}}}}"#
+            ));
+            seq += 1;
+        }
+        for line in &lines {
+            decoder.decode_line(line.as_bytes());
+            want.extend(reference(line.as_bytes()).1);
+        }
+        assert_eq!(decoder.event_count(), want.len());
+        let got = decoder.take_events();
+        assert_eq!(decoder.event_count(), 0);
+        assert_same_events(&got, &want, "many lines");
+        // Several blocks were used, and members of one block share it.
+        let blocks: std::collections::HashSet<*const ()> = got
+            .iter()
+            .filter_map(|e| {
+                e.as_member()
+                    .map(|(b, _)| std::ptr::from_ref(b).cast::<()>())
+            })
+            .collect();
+        assert!(blocks.len() > 3, "{}", blocks.len());
+        // Members are not identical to other members, and equal to their own clones.
+        assert!(!got[0].ptr_eq(&got[1]));
+        assert_ne!(got[0], got[1]);
+        assert_eq!(got[5].key_order(), KeyOrder::APPEND);
+        assert_eq!(got[3].key_order(), KeyOrder::PARSED);
+    }
+
+    fn arb_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z ]{0,6}",
+            "[\\PC]{0,4}",
+            Just("\"\\\n\t\u{1}\u{7f}\u{2028}/".to_owned()),
+        ]
+    }
+
+    fn arb_number() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => (0i64..5).prop_map(|n| n.to_string()),
+            1 => Just("-0".to_owned()),
+            1 => Just("1.0".to_owned()),
+            1 => Just("2e0".to_owned()),
+            1 => (-999_999_999_999_999i64..999_999_999_999_999).prop_map(|n| n.to_string()),
+        ]
+    }
+
+    #[derive(Debug, Clone)]
+    struct Chunk {
+        kind: u8,
+        turn: String,
+        index: String,
+        id: String,
+        name: Option<String>,
+        text: String,
+        gap: i64,
+    }
+
+    fn arb_chunk() -> impl Strategy<Value = Chunk> {
+        (
+            0u8..3,
+            arb_number(),
+            arb_number(),
+            prop_oneof!["c[0-9]", Just("c\u{e9}\"".to_owned())],
+            proptest::option::of("[a-z]{1,3}"),
+            arb_text(),
+            prop_oneof![Just(0i64), -5i64..200, Just(3_000_000_000i64)],
+        )
+            .prop_map(|(kind, turn, index, id, name, text, gap)| Chunk {
+                kind,
+                turn,
+                index,
+                id,
+                name,
+                text,
+                gap,
+            })
+    }
+
+    fn chunk_line(c: &Chunk, seq: u64, time: i64) -> String {
+        let kind = ["text-delta", "reasoning-delta", "tool-call-delta"][c.kind as usize];
+        let mut chunk = format!(r#"{{"type":"{kind}","index":{}"#, c.index);
+        let text = Value::from(c.text.as_str()).to_json();
+        if c.kind == 2 {
+            chunk.push_str(&format!(
+                r#","id":{}"#,
+                Value::from(c.id.as_str()).to_json()
+            ));
+            if let Some(name) = &c.name {
+                chunk.push_str(&format!(r#","name":"{name}""#));
+            }
+            chunk.push_str(&format!(r#","argumentsDelta":{text}}}"#));
+        } else {
+            chunk.push_str(&format!(r#","text":{text}}}"#));
+        }
+        format!(
+            r#"{{"type":"assistant/chunk","seq":{seq},"time":{time},"data":{{"turn":{},"step":1,"chunk":{chunk}}}}}"#,
+            c.turn
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        // Batches packed by the writer decode to the same events through both paths, and a
+        // truncated or bit-flipped line gives the same record as the general path.
+        #[test]
+        fn packed_batches_decode_like_the_general_path(
+            runs in proptest::collection::vec(
+                (arb_chunk(), proptest::collection::vec((arb_text(), -5i64..300), 0..6)),
+                1..12,
+            ),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            // Runs of chunks that differ only in text and time, so that rows form.
+            let chunks: Vec<Chunk> = runs
+                .into_iter()
+                .flat_map(|(first, rest)| {
+                    let more: Vec<Chunk> = rest
+                        .into_iter()
+                        .map(|(text, gap)| Chunk { text, gap, ..first.clone() })
+                        .collect();
+                    std::iter::once(first).chain(more)
+                })
+                .collect();
+            let mut time = 1_786_074_891_852i64;
+            let events: Vec<Event> = chunks
+                .iter()
+                .enumerate()
+                .map(|(seq, c)| {
+                    time += c.gap;
+                    Event::parse(&chunk_line(c, seq as u64, time)).unwrap()
+                })
+                .collect();
+            let mut text = String::new();
+            write_batch_lines(&events, true, &mut text);
+            let mut decoder = StorageDecoder::new();
+            let mut want = Vec::new();
+            for line in text.split('\n') {
+                let record = decoder.decode_line(line.as_bytes());
+                let (desc, events) = reference(line.as_bytes());
+                prop_assert_eq!(describe(&record), desc);
+                want.extend(events);
+            }
+            let got = decoder.take_events();
+            assert_same_events(&got, &want, &text);
+            // The same events as were packed (a packed member has a live append's key order).
+            prop_assert_eq!(&got, &events);
+            let lines: Vec<String> = got.iter().map(Event::to_json).collect();
+            let packed: Vec<String> = events.iter().map(Event::to_json).collect();
+            prop_assert_eq!(lines, packed);
+            // Damaged lines.
+            for line in text.split('\n') {
+                let bytes = line.as_bytes();
+                let truncated = &bytes[..cut.index(bytes.len() + 1)];
+                let mut flipped = bytes.to_vec();
+                flipped[flip.index(bytes.len())] = byte;
+                for damaged in [truncated, &flipped[..]] {
+                    let mut decoder = StorageDecoder::new();
+                    let record = decoder.decode_line(damaged);
+                    let (desc, want) = reference(damaged);
+                    prop_assert_eq!(describe(&record), desc);
+                    assert_same_events(&decoder.take_events(), &want, &String::from_utf8_lossy(damaged));
+                }
+            }
+        }
+    }
+}
