@@ -41,7 +41,7 @@ pub const DEFAULT_WRITE_BATCH_MAX_DELAY_MS: u64 = 200;
 pub const MAX_WRITE_BATCH_DELAY_MS: u64 = 2_147_483_647;
 
 /// Tuning of a [`Persistence`] service.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PersistenceOptions {
     /// How many completed, unpublished preparations are kept for reuse (at least 1).
     pub prepared_session_cache_size: u64,
@@ -53,6 +53,25 @@ pub struct PersistenceOptions {
     /// The runtime that runs background writes and batching timers (its time driver must be
     /// enabled); by default the runtime current when the service is built.
     pub runtime: Option<Handle>,
+    /// A redaction hook applied to every event right before it is written (off by default):
+    /// the stored copy is the hook's result, the in-memory session keeps the original. See
+    /// [`crate::redact`].
+    pub redact: Option<crate::redact::Redactor>,
+}
+
+impl std::fmt::Debug for PersistenceOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistenceOptions")
+            .field(
+                "prepared_session_cache_size",
+                &self.prepared_session_cache_size,
+            )
+            .field("write_batch_max_delay_ms", &self.write_batch_max_delay_ms)
+            .field("max_pending_bytes", &self.max_pending_bytes)
+            .field("runtime", &self.runtime)
+            .field("redact", &self.redact.as_ref().map(|_| "<hook>"))
+            .finish()
+    }
 }
 
 impl Default for PersistenceOptions {
@@ -62,6 +81,7 @@ impl Default for PersistenceOptions {
             write_batch_max_delay_ms: DEFAULT_WRITE_BATCH_MAX_DELAY_MS,
             max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
             runtime: None,
+            redact: None,
         }
     }
 }
@@ -206,15 +226,25 @@ pub(crate) struct CoordInner {
     subscriptions: Mutex<Vec<Subscription>>,
     warnings: RwLock<WarningSink>,
     disposal: Mutex<Option<Promise<()>>>,
+    redact: Option<crate::redact::Redactor>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Whether a live seed reproduces a stored prefix exactly (key order included).
-fn seed_covers_prefix(seed: &Events, prefix: &[Event]) -> bool {
-    prefix.len() <= seed.len() && prefix.iter().zip(seed.iter()).all(|(p, s)| p == s)
+/// Whether a live seed reproduces a stored prefix exactly (key order included); with a
+/// redaction hook, a stored event may also be the redacted copy of the seed's.
+fn seed_covers_prefix(
+    seed: &Events,
+    prefix: &[Event],
+    redact: Option<&crate::redact::Redactor>,
+) -> bool {
+    prefix.len() <= seed.len()
+        && prefix
+            .iter()
+            .zip(seed.iter())
+            .all(|(p, s)| p == s || redact.is_some_and(|r| *p == r(s)))
 }
 
 /// `String(n)` of a JSON number (or `undefined`).
@@ -690,7 +720,7 @@ impl CoordInner {
         let n = events
             .len()
             .min(usize::try_from(cursor).unwrap_or(usize::MAX));
-        Ok(seed_covers_prefix(seed, &events[..n]))
+        Ok(seed_covers_prefix(seed, &events[..n], self.redact.as_ref()))
     }
 
     /// Adopts a stored log as the history of a live session (HMR): the seed must cover it;
@@ -713,7 +743,7 @@ impl CoordInner {
         }
         let torn = stored.torn.clone();
         let (meta, _, events) = self.stored_events(&id, stored)?;
-        if !seed_covers_prefix(seed, &events) {
+        if !seed_covers_prefix(seed, &events, self.redact.as_ref()) {
             return Err(Error::PrefixCollision { id: id.to_string() });
         }
         if torn.is_some() {
@@ -913,6 +943,10 @@ impl CoordInner {
                 });
             }
         }
+        let events = match &self.redact {
+            Some(redactor) => crate::redact::apply(redactor, id, events)?,
+            None => events,
+        };
         self.backend
             .append_batch(&meta, &events, materialized)
             .await?;
@@ -1271,6 +1305,7 @@ impl Persistence {
             subscriptions: Mutex::new(Vec::new()),
             warnings: RwLock::new(Arc::new(|w: &str| eprintln!("{w}"))),
             disposal: Mutex::new(None),
+            redact: options.redact,
         });
         let service = Persistence { inner };
         service.install();

@@ -70,6 +70,7 @@ pub mod memory;
 mod normalize;
 mod preparations;
 mod promise;
+pub mod redact;
 mod service;
 pub mod write_behind;
 
