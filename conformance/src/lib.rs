@@ -1,9 +1,9 @@
 //! `conformance` owns the checks that tell whether an implementation of the session layer
 //! behaves like the reference: the golden-corpus runner, random histories, invariant checkers,
-//! the reusable backend suite for third-party backends ([`backend_suite`]) and the crash model
+//! the reusable backend suite for third-party backends ([`mod@backend_suite`]) and the crash model
 //! ([`crash_model`]).
 //!
-//! It is a product in its own right: a team writing its own backend runs [`backend_suite`]
+//! It is a product in its own right: a team writing its own backend runs [`mod@backend_suite`]
 //! from its `tests/` with one macro call; a team writing its own harness on our crates runs the
 //! generators and checkers in its CI.
 //!

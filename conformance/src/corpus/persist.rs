@@ -103,10 +103,7 @@ async fn run_op(p: &Persistence, op: &str, id: &str) -> Outcome {
             .load(id)
             .await
             .map(|i| (i.meta, i.events.iter().cloned().collect())),
-        _ => p
-            .read_from(id, 0, None)
-            .await
-            .map(|r| (r.meta, r.events)),
+        _ => p.read_from(id, 0, None).await.map(|r| (r.meta, r.events)),
     }
 }
 
