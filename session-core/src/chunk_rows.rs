@@ -138,29 +138,28 @@ impl fmt::Display for RowTag {
 }
 
 /// Shared key strings for building rows without a key-table lookup per row.
-#[allow(clippy::struct_field_names)] // k_<key>: the shared key strings
 struct Shared {
-    k_index: Arc<str>,
-    k_id: Arc<str>,
-    k_name: Arc<str>,
-    k_turn: Arc<str>,
-    k_step: Arc<str>,
-    k_dt: Arc<str>,
-    k_texts: Arc<str>,
-    k_args: Arc<str>,
+    index: Arc<str>,
+    id: Arc<str>,
+    name: Arc<str>,
+    turn: Arc<str>,
+    step: Arc<str>,
+    dt: Arc<str>,
+    texts: Arc<str>,
+    args: Arc<str>,
 }
 
 fn shared() -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
     SHARED.get_or_init(|| Shared {
-        k_index: json::key("index"),
-        k_id: json::key("id"),
-        k_name: json::key("name"),
-        k_turn: json::key("turn"),
-        k_step: json::key("step"),
-        k_dt: json::key("dt"),
-        k_texts: json::key("texts"),
-        k_args: json::key("args"),
+        index: json::key("index"),
+        id: json::key("id"),
+        name: json::key("name"),
+        turn: json::key("turn"),
+        step: json::key("step"),
+        dt: json::key("dt"),
+        texts: json::key("texts"),
+        args: json::key("args"),
     })
 }
 
@@ -660,18 +659,18 @@ fn build_row(run: &[Delta<'_>]) -> PackedRow {
             .collect::<Vec<_>>(),
     );
     let mut entries: Vec<(Arc<str>, Value)> = Vec::with_capacity(7);
-    entries.push((s.k_turn.clone(), first.turn.clone()));
-    entries.push((s.k_step.clone(), first.step.clone()));
-    entries.push((s.k_index.clone(), first.index.clone()));
-    entries.push((s.k_dt.clone(), Value::Array(Array::new(dt))));
+    entries.push((s.turn.clone(), first.turn.clone()));
+    entries.push((s.step.clone(), first.step.clone()));
+    entries.push((s.index.clone(), first.index.clone()));
+    entries.push((s.dt.clone(), Value::Array(Array::new(dt))));
     if first.kind.is_tool() {
-        entries.push((s.k_id.clone(), first.id.clone()));
+        entries.push((s.id.clone(), first.id.clone()));
         if let Some(name) = first.name {
-            entries.push((s.k_name.clone(), name.clone()));
+            entries.push((s.name.clone(), name.clone()));
         }
-        entries.push((s.k_args.clone(), Value::Array(members.clone())));
+        entries.push((s.args.clone(), Value::Array(members.clone())));
     } else {
-        entries.push((s.k_texts.clone(), Value::Array(members.clone())));
+        entries.push((s.texts.clone(), Value::Array(members.clone())));
     }
     PackedRow {
         tag: first.kind,

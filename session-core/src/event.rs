@@ -76,7 +76,62 @@ pub fn is_surface_eligible_type(ty: &str) -> bool {
 
 /// Whether `ty` is one of [`KNOWN_EVENT_TYPES`].
 pub fn is_known_event_type(ty: &str) -> bool {
-    KNOWN_EVENT_TYPES.binary_search(&ty).is_ok()
+    known_type_index(ty).is_some()
+}
+
+/// The index of `ty` in [`KNOWN_EVENT_TYPES`] (a `match`: this runs for every restored event).
+fn known_type_index(ty: &str) -> Option<usize> {
+    Some(match ty {
+        "agent-preset/selected" => 0,
+        "agent/inbox/spliced" => 1,
+        "approval/asked" => 2,
+        "approval/decided" => 3,
+        "approval/policy" => 4,
+        "assistant/chunk" => 5,
+        "assistant/message" => 6,
+        "command/done" => 7,
+        "command/run" => 8,
+        "compaction/end" => 9,
+        "compaction/prune" => 10,
+        "compaction/start" => 11,
+        "compaction/summary" => 12,
+        "feedback/record" => 13,
+        "goal/change" => 14,
+        "hook/invoked" => 15,
+        "hook/result" => 16,
+        "llm/retry" => 17,
+        "llm/retry-started" => 18,
+        "permission/preset" => 19,
+        "plan/mode" => 20,
+        "request/context" => 21,
+        "request/header" => 22,
+        "sandbox/mode" => 23,
+        "schedule/change" => 24,
+        "session/end-seed" => 25,
+        "session/title" => 26,
+        "session/title-llm-request" => 27,
+        "step/end" => 28,
+        "step/start" => 29,
+        "subagent/descriptor" => 30,
+        "team/member" => 31,
+        "team/message/delivered" => 32,
+        "team/message/queued" => 33,
+        "team/task" => 34,
+        "todo/write" => 35,
+        "tool-workflow/agent-end" => 36,
+        "tool-workflow/agent-start" => 37,
+        "tool-workflow/run-end" => 38,
+        "tool-workflow/run-start" => 39,
+        "tool/call" => 40,
+        "tool/code-dispatch" => 41,
+        "tool/code-dispatch-start" => 42,
+        "tool/result" => 43,
+        "turn/end" => 44,
+        "turn/start" => 45,
+        "user/message" => 46,
+        "web/deepseek-search-llm-request" => 47,
+        _ => return None,
+    })
 }
 
 /// How a surface event entered the surface.
@@ -193,8 +248,121 @@ impl EnvKey {
     }
 }
 
-/// The order of the envelope keys when an event is serialized.
+/// An envelope read key by key (see [`Event::from_value`]): the rules are checked as the keys
+/// and values arrive, and the key order is kept.
+#[derive(Default)]
+pub(crate) struct Envelope {
+    order: KeyOrder,
+    ty: Option<Arc<str>>,
+    seq: Option<u64>,
+    time: Option<i64>,
+    data: Option<Value>,
+    surface_op: Option<Value>,
+    source_event_seqs: Option<Sources>,
+    ignorable: bool,
+}
+
+/// An envelope key accepted by [`Envelope::key`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EnvelopeKey(EnvKey);
+
+impl EnvelopeKey {
+    /// Whether this is `sourceEventSeqs`.
+    pub(crate) fn is_source_event_seqs(self) -> bool {
+        self.0 == EnvKey::SourceEventSeqs
+    }
+
+    /// Whether this is `type`.
+    pub(crate) fn is_type(self) -> bool {
+        self.0 == EnvKey::Type
+    }
+}
+
+impl Envelope {
+    /// Accepts the next key. Fails for an unknown key and, since an object has distinct keys,
+    /// for a repeated one.
+    pub(crate) fn key(&mut self, name: &str) -> Result<EnvelopeKey, &'static str> {
+        let key = EnvKey::from_name(name).ok_or("unknown envelope key")?;
+        let order = &mut self.order;
+        if order.keys[..order.len as usize].contains(&(key as u8)) {
+            return Err("repeated envelope key");
+        }
+        order.keys[order.len as usize] = key as u8;
+        order.len += 1;
+        Ok(EnvelopeKey(key))
+    }
+
+    /// Sets the value of an accepted key, checking it.
+    pub(crate) fn value(&mut self, key: EnvelopeKey, value: Value) -> Result<(), &'static str> {
+        match key.0 {
+            EnvKey::Type => self.ty = Some(interned_type(value.as_arc_str().ok_or("type")?)),
+            EnvKey::Seq => self.seq = Some(value.as_u64().ok_or("seq")?),
+            EnvKey::Time => self.time = Some(value.as_i64().ok_or("time")?),
+            EnvKey::Data => self.data = Some(value),
+            EnvKey::SurfaceOp => self.surface_op = Some(value),
+            EnvKey::SourceEventSeqs => {
+                self.source_event_seqs = Some(match SeqRuns::from_value(&value) {
+                    Some(runs) => Sources::Runs(Box::new(runs)),
+                    None => Sources::Value(value),
+                });
+            }
+            EnvKey::Ignorable => {
+                if value.as_bool() != Some(true) {
+                    return Err("ignorable");
+                }
+                self.ignorable = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets `sourceEventSeqs` to an array of `len` non-negative safe integers given as runs
+    /// `(first, count)` of consecutive values: what [`Envelope::value`] does with the array.
+    pub(crate) fn source_runs(&mut self, runs: Vec<(u64, u64)>, len: usize) {
+        let runs = SeqRuns {
+            runs: runs.into_boxed_slice(),
+            value: OnceLock::new(),
+        };
+        self.source_event_seqs = Some(if SeqRuns::worth_it(runs.runs.len(), len) {
+            Sources::Runs(Box::new(runs))
+        } else {
+            Sources::Value(Value::array(runs.iter().map(seq_value)))
+        });
+    }
+
+    /// The event, once every required key is present.
+    pub(crate) fn finish(self) -> Result<Event, &'static str> {
+        let (Some(ty), Some(seq), Some(time), Some(data)) =
+            (self.ty, self.seq, self.time, self.data)
+        else {
+            return Err("missing required key");
+        };
+        Ok(Event(Repr::Single(Arc::new(Inner {
+            ty,
+            seq,
+            time,
+            data,
+            surface_op: self.surface_op,
+            source_event_seqs: self.source_event_seqs,
+            ignorable: self.ignorable,
+            order: self.order,
+        }))))
+    }
+}
+
+/// The shared string of a known event type (so that restored events share their type
+/// strings), or `ty` itself.
+fn interned_type(ty: &Arc<str>) -> Arc<str> {
+    static TYPES: OnceLock<Vec<Arc<str>>> = OnceLock::new();
+    let types = TYPES.get_or_init(|| KNOWN_EVENT_TYPES.iter().map(|t| Arc::from(*t)).collect());
+    match known_type_index(ty).and_then(|i| types.get(i)) {
+        Some(shared) => shared.clone(),
+        None => ty.clone(),
+    }
+}
+
+/// The order of the envelope keys when an event is serialized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct KeyOrder {
     keys: [u8; 7],
     len: u8,
@@ -318,10 +486,15 @@ impl SeqRuns {
                 _ => runs.push((n, 1)),
             }
         }
-        (runs.len() * 4 <= items.len()).then(|| SeqRuns {
+        SeqRuns::worth_it(runs.len(), items.len()).then(|| SeqRuns {
             runs: runs.into_boxed_slice(),
             value: OnceLock::new(),
         })
+    }
+
+    /// Whether `runs` runs standing for `len` items are worth keeping instead of the array.
+    fn worth_it(runs: usize, len: usize) -> bool {
+        len >= MIN_RUNS_ARRAY && runs * 4 <= len
     }
 
     fn iter(&self) -> impl Iterator<Item = u64> + '_ {
@@ -426,55 +599,12 @@ impl Event {
         let Some(obj) = v.as_object() else {
             return Err(invalid("not an object"));
         };
-        let mut order = KeyOrder {
-            keys: [0; 7],
-            len: 0,
-        };
-        let mut ty = None;
-        let mut seq = None;
-        let mut time = None;
-        let mut data = None;
-        let mut surface_op = None;
-        let mut source_event_seqs = None;
-        let mut ignorable = false;
+        let mut envelope = Envelope::default();
         for (k, value) in obj.iter() {
-            let Some(key) = EnvKey::from_name(k) else {
-                return Err(invalid("unknown envelope key"));
-            };
-            order.keys[order.len as usize] = key as u8;
-            order.len += 1;
-            match key {
-                EnvKey::Type => ty = Some(value.as_arc_str().ok_or(invalid("type"))?.clone()),
-                EnvKey::Seq => seq = Some(value.as_u64().ok_or(invalid("seq"))?),
-                EnvKey::Time => time = Some(value.as_i64().ok_or(invalid("time"))?),
-                EnvKey::Data => data = Some(value.clone()),
-                EnvKey::SurfaceOp => surface_op = Some(value.clone()),
-                EnvKey::SourceEventSeqs => source_event_seqs = Some(value.clone()),
-                EnvKey::Ignorable => {
-                    if value.as_bool() != Some(true) {
-                        return Err(invalid("ignorable"));
-                    }
-                    ignorable = true;
-                }
-            }
+            let key = envelope.key(k).map_err(invalid)?;
+            envelope.value(key, value.clone()).map_err(invalid)?;
         }
-        let (Some(ty), Some(seq), Some(time), Some(data)) = (ty, seq, time, data) else {
-            return Err(invalid("missing required key"));
-        };
-        let source_event_seqs = source_event_seqs.map(|v: Value| match SeqRuns::from_value(&v) {
-            Some(runs) => Sources::Runs(Box::new(runs)),
-            None => Sources::Value(v),
-        });
-        Ok(Event(Repr::Single(Arc::new(Inner {
-            ty,
-            seq,
-            time,
-            data,
-            surface_op,
-            source_event_seqs,
-            ignorable,
-            order,
-        }))))
+        envelope.finish().map_err(invalid)
     }
 
     /// Parses one JSON line into an event (see [`Event::from_value`]).
@@ -722,6 +852,84 @@ impl Event {
         s
     }
 
+    /// The event with its JSON values as a live `append` stores them
+    /// ([`json::snapshot_for_append`]): `None` if one of them is not appendable; the event
+    /// itself (shared, not copied) when nothing changes.
+    pub fn snapshot_for_append(&self) -> Option<Event> {
+        let e = match &self.0 {
+            Repr::Member(b, k) => {
+                let meta = b.meta(*k);
+                let mut unchanged = true;
+                for v in [&meta.turn, &meta.step, &meta.index] {
+                    if let Value::Number(n) = v {
+                        if !n.is_appendable() {
+                            return None;
+                        }
+                        unchanged &= !n.is_verbatim();
+                    }
+                }
+                // The strings are always appendable.
+                if unchanged {
+                    return Some(self.clone());
+                }
+                return Some(Event::from_parts(
+                    EventParts {
+                        ty: self.event_type_arc().clone(),
+                        seq: self.seq(),
+                        time: self.time(),
+                        data: json::snapshot_for_append(self.data())?,
+                        surface_op: None,
+                        source_event_seqs: None,
+                        ignorable: false,
+                    },
+                    self.key_order(),
+                ));
+            }
+            Repr::Single(e) => e,
+        };
+        let data = json::snapshot_for_append(&e.data)?;
+        let surface_op = match &e.surface_op {
+            Some(v) => Some(json::snapshot_for_append(v)?),
+            None => None,
+        };
+        // Runs are non-negative safe integers in JavaScript spelling: they never change.
+        let source_event_seqs = match &e.source_event_seqs {
+            Some(Sources::Value(v)) => Some(json::snapshot_for_append(v)?),
+            Some(Sources::Runs(_)) | None => None,
+        };
+        let same = |a: Option<&Value>, b: Option<&Value>| match (a, b) {
+            (Some(a), Some(b)) => a.ptr_eq(b) || a.to_json() == b.to_json(),
+            (None, None) => true,
+            _ => false,
+        };
+        let sources_same = match &e.source_event_seqs {
+            Some(Sources::Value(v)) => same(Some(v), source_event_seqs.as_ref()),
+            Some(Sources::Runs(_)) | None => true,
+        };
+        if same(Some(&e.data), Some(&data))
+            && same(e.surface_op.as_ref(), surface_op.as_ref())
+            && sources_same
+        {
+            return Some(self.clone());
+        }
+        let source_event_seqs = match &e.source_event_seqs {
+            Some(Sources::Runs(runs)) => Some(runs.value().clone()),
+            _ => source_event_seqs,
+        };
+        Some(Event::from_parts(
+            EventParts {
+                ty: e.ty.clone(),
+                seq: e.seq,
+                time: e.time,
+                data,
+                surface_op,
+                source_event_seqs,
+                ignorable: e.ignorable,
+            },
+            e.order,
+        ))
+    }
+
     /// Whether the payloads are structurally equal, without building trees for compact
     /// members that have none yet.
     fn data_eq(&self, other: &Event) -> bool {
@@ -793,6 +1001,9 @@ mod tests {
         assert_eq!(sorted, KNOWN_EVENT_TYPES);
         assert!(is_known_event_type("turn/start"));
         assert!(!is_known_event_type("context/message"));
+        for (i, ty) in KNOWN_EVENT_TYPES.iter().enumerate() {
+            assert_eq!(known_type_index(ty), Some(i), "{ty}");
+        }
     }
 
     #[test]
@@ -826,6 +1037,107 @@ mod tests {
         ] {
             assert!(Event::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn long_source_runs_behave_like_the_array() {
+        let seqs: Vec<String> = (3..40).chain(50..60).map(|n| n.to_string()).collect();
+        let line = format!(
+            r#"{{"type":"assistant/message","seq":70,"time":1,"data":{{}},"sourceEventSeqs":[{}],"surfaceOp":"append"}}"#,
+            seqs.join(",")
+        );
+        let e = Event::parse(&line).unwrap();
+        assert!(matches!(
+            e.single().unwrap().source_event_seqs,
+            Some(Sources::Runs(_))
+        ));
+        assert_eq!(e.to_json(), line);
+        let want: Vec<u64> = (3..40).chain(50..60).collect();
+        assert_eq!(e.source_event_seqs(), Some(want.clone()));
+        let array = json::parse(&format!("[{}]", seqs.join(","))).unwrap();
+        assert_eq!(e.source_event_seqs_value(), Some(&array));
+        // The array is built once.
+        assert!(
+            e.source_event_seqs_value()
+                .unwrap()
+                .ptr_eq(e.source_event_seqs_value().unwrap())
+        );
+        assert_eq!(e.to_value().to_json(), line);
+        // Equal to the same event holding the array as a value, either way round.
+        let plain = Event::from_parts(
+            EventParts {
+                ty: "assistant/message".into(),
+                seq: 70,
+                time: 1,
+                data: Value::empty_object(),
+                surface_op: Some(Value::from("append")),
+                source_event_seqs: Some(array),
+                ignorable: false,
+            },
+            KeyOrder::APPEND,
+        );
+        assert_eq!(plain, e);
+        assert_eq!(e, plain);
+        assert_eq!(e, Event::parse(&line).unwrap());
+        assert_ne!(e, Event::parse(&line.replace(",59]", ",58]")).unwrap());
+        // Short, scattered, or non-canonical arrays stay values, and still round-trip.
+        for sources in [
+            "[1,2,3]",
+            "[1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31,33]",
+            &format!("[{},1.0]", seqs.join(",")),
+        ] {
+            let line = line.replace(&format!("[{}]", seqs.join(",")), sources);
+            let e = Event::parse(&line).unwrap();
+            assert!(matches!(
+                e.single().unwrap().source_event_seqs,
+                Some(Sources::Value(_))
+            ));
+            assert_eq!(e.to_json(), line);
+        }
+    }
+
+    #[test]
+    fn snapshots_share_what_a_live_append_would_keep() {
+        use crate::chunk_rows::{Decoded, decode_storage_record};
+        let row = |turn: &str| {
+            let line = format!(
+                r#"{{"type":"text-chunks","seq0":0,"time0":5,"data":{{"turn":{turn},"step":1,"index":0,"dt":[1,2],"texts":["a","b","c"]}}}}"#
+            );
+            match decode_storage_record(json::parse(&line).unwrap()).unwrap() {
+                Decoded::Expanded(members) => members,
+                Decoded::Passthrough(_) => unreachable!(),
+            }
+        };
+        // Canonical members are kept as they are, without building their data.
+        let members = row("1");
+        let snap = members[1].snapshot_for_append().unwrap();
+        assert!(snap.ptr_eq(&members[1]));
+        let (block, _) = members[1].as_member().unwrap();
+        assert!(block.data_uncached(1).get("turn").is_some());
+        assert!(matches!(&members[1].0, Repr::Member(b, _) if b.data_is_unbuilt()));
+        // A non-canonical spelling is respelled, as the append rules do.
+        let members = row("1.0");
+        let snap = members[2].snapshot_for_append().unwrap();
+        assert!(!snap.ptr_eq(&members[2]));
+        assert_eq!(
+            snap.to_json(),
+            r#"{"type":"assistant/chunk","seq":2,"time":8,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"c"}}}"#
+        );
+        assert!(row("-0")[0].snapshot_for_append().is_none());
+        // Runs of sources are kept; other values follow the append rules.
+        let seqs: Vec<String> = (0..40).map(|n| n.to_string()).collect();
+        let line = format!(
+            r#"{{"type":"user/message","seq":70,"time":1,"data":{{"a":1}},"sourceEventSeqs":[{}],"surfaceOp":"append"}}"#,
+            seqs.join(",")
+        );
+        let e = Event::parse(&line).unwrap();
+        assert!(e.snapshot_for_append().unwrap().ptr_eq(&e));
+        let e = Event::parse(&line.replace(r#"{"a":1}"#, r#"{"a":1.0}"#)).unwrap();
+        let snap = e.snapshot_for_append().unwrap();
+        assert!(!snap.ptr_eq(&e));
+        assert_eq!(snap.to_json(), line);
+        let e = Event::parse(&line.replace(r#"{"a":1}"#, r#"{"a":-0}"#)).unwrap();
+        assert!(e.snapshot_for_append().is_none());
     }
 
     #[test]

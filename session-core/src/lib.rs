@@ -13,6 +13,11 @@
 //! what byte-exact compatibility with the reference's files needs: JavaScript key order,
 //! `JSON.stringify` escaping and number formatting, and the spelling of numbers read from disk.
 //!
+//! Large restored logs are mostly streamed `assistant/chunk` deltas, so the storage reader
+//! ([`chunk_rows::StorageDecoder`]) keeps those in shared compact blocks (about 16 bytes per event
+//! plus its text) and builds an event's `data` tree only when it is asked for; long
+//! `sourceEventSeqs` arrays read from disk are kept as runs. Neither is visible through the API.
+//!
 //! # Example
 //!
 //! ```

@@ -84,27 +84,31 @@ impl Log {
     }
 }
 
+/// A persistent vector of `events`, whose memory is given back as the list grows (it is
+/// consumed from the end in steps), so a large conversion does not need room for two copies
+/// of the handles.
+fn list_from_vec(mut events: Vec<Event>) -> imbl::Vector<Event> {
+    const STEP: usize = 1 << 15;
+    let mut list = imbl::Vector::new();
+    while !events.is_empty() {
+        let keep = events.len().saturating_sub(STEP);
+        let mut tail: imbl::Vector<Event> = events.drain(keep..).collect();
+        tail.append(list);
+        list = tail;
+        events.shrink_to(keep);
+    }
+    list
+}
+
 impl Events {
     /// Builds a frozen list from events (no seq check; see [`Log::push`] for a checked log).
     ///
     /// The vector's memory is given back as the list grows (it is consumed from the end in
     /// steps), so converting a large log does not need room for two copies of its handles.
-    pub fn from_vec(mut events: Vec<Event>) -> Events {
-        const STEP: usize = 1 << 15;
-        if events.len() <= STEP {
-            return Events {
-                events: events.into_iter().collect(),
-            };
+    pub fn from_vec(events: Vec<Event>) -> Events {
+        Events {
+            events: list_from_vec(events),
         }
-        let mut list = imbl::Vector::new();
-        while !events.is_empty() {
-            let keep = events.len().saturating_sub(STEP);
-            let mut tail: imbl::Vector<Event> = events.drain(keep..).collect();
-            tail.append(list);
-            list = tail;
-            events.shrink_to(keep);
-        }
-        Events { events: list }
     }
 
     /// Number of events.
@@ -215,11 +219,11 @@ mod tests {
 
     #[test]
     fn large_vectors_convert_in_order() {
-        let events: Vec<Event> = (0..100_000).map(ev).collect();
+        let events: Vec<Event> = (0..300_001).map(ev).collect();
         let list = Events::from_vec(events.clone());
         assert_eq!(list.len(), events.len());
         assert!(list.iter().zip(&events).all(|(a, b)| a.ptr_eq(b)));
-        assert_eq!(list.get(77_777).map(Event::seq), Some(77_777));
+        assert_eq!(list.get(277_777).map(Event::seq), Some(277_777));
         assert_eq!(Events::from(vec![ev(0)]).len(), 1);
     }
 

@@ -45,6 +45,9 @@ pub(crate) fn needs_legacy_prefix(event: &Event) -> bool {
     if event.event_type() == STEERING {
         return true;
     }
+    if !is_message_type(event.event_type()) {
+        return false;
+    }
     let Some(data) = event.data().as_object() else {
         return false;
     };
@@ -62,23 +65,25 @@ pub(crate) fn needs_legacy_prefix(event: &Event) -> bool {
 pub(crate) fn normalize_events(events: Vec<Event>, id: &str) -> Result<Vec<Event>> {
     assert_no_retired_shapes(&events, id)?;
     let mut message_ids: HashMap<u64, Value> = HashMap::new();
-    let mut out = Vec::with_capacity(events.len());
-    for event in events {
-        let event = migrate_turn_start(event, id)?;
-        let event = migrate_turn_end(event, id)?;
-        let event = migrate_steering(event, id)?;
-        let event = migrate_message(event, id, &message_ids);
-        if is_message_type(event.event_type()) {
-            let subject = format!("session event at seq {}", event.seq());
-            session_surface::check_message_shape(event.event_type(), event.data(), &subject)
-                .map_err(Error::Session)?;
-            if let Some(message_id) = message_id(&event) {
-                message_ids.insert(event.seq(), message_id);
+    // Collected in place: the events replace themselves in the same vector.
+    events
+        .into_iter()
+        .map(|event| {
+            let event = migrate_turn_start(event, id)?;
+            let event = migrate_turn_end(event, id)?;
+            let event = migrate_steering(event, id)?;
+            let event = migrate_message(event, id, &message_ids);
+            if is_message_type(event.event_type()) {
+                let subject = format!("session event at seq {}", event.seq());
+                session_surface::check_message_shape(event.event_type(), event.data(), &subject)
+                    .map_err(Error::Session)?;
+                if let Some(message_id) = message_id(&event) {
+                    message_ids.insert(event.seq(), message_id);
+                }
             }
-        }
-        out.push(event);
-    }
-    Ok(out)
+            Ok(event)
+        })
+        .collect()
 }
 
 /// The first event whose type is unknown and not marked ignorable (step 4).
@@ -317,6 +322,10 @@ fn migrate_steering(event: Event, id: &str) -> Result<Event> {
 
 /// Pre-identity message events gain the current identified-message shape.
 fn migrate_message(event: Event, id: &str, message_ids: &HashMap<u64, Value>) -> Event {
+    // Only message events are read (other payloads, such as stored chunks, stay untouched).
+    if !is_message_type(event.event_type()) {
+        return event;
+    }
     let Some(data) = event.data().as_object() else {
         return event;
     };

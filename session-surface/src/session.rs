@@ -9,7 +9,7 @@ use session_core::json::{self, Value};
 use session_core::request::{
     RequestContextFold, RequestHeaderFold, check_request_header_shape, is_legacy_fallback_header,
 };
-use session_core::{Event, EventParts, Events, Log, SessionHeader, SharedClock};
+use session_core::{Event, Events, Log, SessionHeader, SharedClock};
 
 use crate::derive::{Messages, derive_event_message};
 use crate::error::{Error, Result, ShapeProblem};
@@ -269,9 +269,9 @@ impl Session {
             Some(Seed::Events(events)) => {
                 for (index, event) in events.iter().enumerate() {
                     let event = match mode {
-                        SeedMode::Snapshot => {
-                            snapshot_event(event).ok_or(Error::SeedNotLossless { index })?
-                        }
+                        SeedMode::Snapshot => event
+                            .snapshot_for_append()
+                            .ok_or(Error::SeedNotLossless { index })?,
                         SeedMode::Restore => event.clone(),
                     };
                     if event.event_type() == "request/header-delta" {
@@ -627,43 +627,6 @@ fn validate_header(value: &Value, id: &str) -> Result<SessionHeader> {
 /// A `request/header` whose data is an object with `reason: "fallback"`.
 fn is_fallback_header(ty: &str, data: &Value) -> bool {
     ty == "request/header" && is_legacy_fallback_header(data)
-}
-
-/// The event with its JSON values as a live append would store them; `None` if one of them
-/// is not appendable. Shares the original when nothing changes.
-fn snapshot_event(event: &Event) -> Option<Event> {
-    let data = json::snapshot_for_append(event.data())?;
-    let surface_op = match event.surface_op_value() {
-        Some(v) => Some(json::snapshot_for_append(v)?),
-        None => None,
-    };
-    let source_event_seqs = match event.source_event_seqs_value() {
-        Some(v) => Some(json::snapshot_for_append(v)?),
-        None => None,
-    };
-    let same = |a: Option<&Value>, b: Option<&Value>| match (a, b) {
-        (Some(a), Some(b)) => a.ptr_eq(b) || a.to_json() == b.to_json(),
-        (None, None) => true,
-        _ => false,
-    };
-    if same(Some(event.data()), Some(&data))
-        && same(event.surface_op_value(), surface_op.as_ref())
-        && same(event.source_event_seqs_value(), source_event_seqs.as_ref())
-    {
-        return Some(event.clone());
-    }
-    Some(Event::from_parts(
-        EventParts {
-            ty: event.event_type_arc().clone(),
-            seq: event.seq(),
-            time: event.time(),
-            data,
-            surface_op,
-            source_event_seqs,
-            ignorable: event.ignorable(),
-        },
-        event.key_order(),
-    ))
 }
 
 /// The message-shape check of §2.9 for `event_type`'s message inside `data`; `subject` names

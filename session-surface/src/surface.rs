@@ -736,13 +736,10 @@ impl Surface {
 }
 
 /// Provenance checks (§3.2 step 4).
-#[allow(clippy::manual_let_else)]
 fn check_sources(event: &Event, shadowed: &[u64]) -> Result<(), SurfaceError> {
     let seq = event.seq();
     // The integers without reading the array value (which a restored event may not hold).
-    let sources = if let Some(sources) = event.source_event_seqs() {
-        sources
-    } else {
+    let Some(sources) = event.source_event_seqs() else {
         let Some(value) = event.source_event_seqs_value() else {
             if shadowed.is_empty() {
                 return Ok(());

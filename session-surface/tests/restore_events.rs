@@ -1,7 +1,6 @@
 //! `Session::from_restore_events` against `Session::from_restore`: the same validation with
 //! the same messages, and the same session, for seeds given as parsed events.
-
-#![allow(clippy::unwrap_used)] // helpers outside #[test] functions unwrap too
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap like the tests
 
 mod common;
 

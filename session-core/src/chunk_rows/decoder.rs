@@ -9,12 +9,11 @@
 //! rules. Both paths give the same record and the same events for the lines the fast path
 //! accepts.
 
-#![allow(clippy::float_cmp, clippy::format_push_string)] // exact double semantics; error text building
-
 use std::borrow::Cow;
 
 use super::{Error, PackedRow};
 use crate::Event;
+use crate::event::Envelope;
 use crate::event::compact::{DeltaKind, DeltaMeta, EventSink};
 use crate::json::{self, MAX_SAFE_INTEGER, Number, ParseError, Value};
 
@@ -27,14 +26,11 @@ pub enum LineRecord {
     NotJson(ParseError),
     /// A packed row that fails validation (`malformed <tag> storage row: …`).
     MalformedRow(Error),
-    /// A record stored verbatim, not a packed row. `valid` says whether it is a valid event
-    /// envelope ([`Event::from_value`]); a valid one was pushed as the next event.
-    Record {
-        /// The parsed record.
-        value: Value,
-        /// Whether its event was pushed.
-        valid: bool,
-    },
+    /// A record stored verbatim, not a packed row, that is a valid event envelope
+    /// ([`Event::from_value`]): its event was pushed.
+    Event,
+    /// A record stored verbatim, not a packed row, that is not a valid event envelope.
+    Invalid(Value),
     /// `count` `assistant/chunk` events with seqs `seq0`, `seq0 + 1`, … were pushed: the
     /// members of a packed row, or one verbatim delta chunk event (`count` 1).
     Chunks {
@@ -88,6 +84,10 @@ impl StorageDecoder {
         if let Some(record) = self.fast_line(line) {
             return record;
         }
+        if let Some(event) = fast_envelope(line) {
+            self.sink.push_event(event);
+            return LineRecord::Event;
+        }
         let text = match std::str::from_utf8(line) {
             Ok(text) => Cow::Borrowed(text),
             Err(_) => String::from_utf8_lossy(line),
@@ -108,12 +108,9 @@ impl StorageDecoder {
             Ok(None) => match Event::from_value(&value) {
                 Ok(event) => {
                     self.sink.push_event(event);
-                    LineRecord::Record { value, valid: true }
+                    LineRecord::Event
                 }
-                Err(_) => LineRecord::Record {
-                    value,
-                    valid: false,
-                },
+                Err(_) => LineRecord::Invalid(value),
             },
         }
     }
@@ -162,6 +159,75 @@ impl StorageDecoder {
     }
 }
 
+/// A stored event read key by key, with a long `sourceEventSeqs` array of integers read
+/// straight into runs: `None` unless the line is one JSON object that the general path reads as
+/// a valid event envelope that is not a packed row (the general path then decides).
+fn fast_envelope(line: &[u8]) -> Option<Event> {
+    if !line.starts_with(b"{\"") {
+        return None;
+    }
+    let text = std::str::from_utf8(line).ok()?;
+    let mut envelope = Envelope::default();
+    let mut pos = 1;
+    loop {
+        let (name, after) = json::string_at(text, pos).ok()?;
+        let key = envelope.key(&name).ok()?;
+        pos = after;
+        if line.get(pos) != Some(&b':') {
+            return None;
+        }
+        pos += 1;
+        let runs = if key.is_source_event_seqs() {
+            int_runs(line, pos)
+        } else {
+            None
+        };
+        if let Some((runs, len, end)) = runs {
+            envelope.source_runs(runs, len);
+            pos = end;
+        } else {
+            let (value, end) = json::value_at(text, pos).ok()?;
+            if key.is_type() && value.as_str().is_some_and(super::is_row_tag) {
+                return None;
+            }
+            envelope.value(key, value).ok()?;
+            pos = end;
+        }
+        match line.get(pos) {
+            Some(b',') => pos += 1,
+            Some(b'}') if pos + 1 == line.len() => break,
+            _ => return None,
+        }
+    }
+    envelope.finish().ok()
+}
+
+/// Runs `(first, count)` of consecutive integers, the number of integers, and the position
+/// after the array.
+type IntRuns = (Vec<(u64, u64)>, usize, usize);
+
+/// A non-empty array of integers in the exact form [`Cursor::int`] reads, all non-negative,
+/// starting at `pos`: its runs of consecutive values, its length and the position after it.
+fn int_runs(line: &[u8], pos: usize) -> Option<IntRuns> {
+    let mut cur = Cursor { bytes: line, pos };
+    cur.lit("[")?;
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    let mut len = 0;
+    loop {
+        let n = u64::try_from(cur.int()?).ok()?;
+        len += 1;
+        match runs.last_mut() {
+            Some((first, count)) if *first + *count == n => *count += 1,
+            _ => runs.push((n, 1)),
+        }
+        match cur.peek()? {
+            b',' => cur.pos += 1,
+            b']' => return Some((runs, len, cur.pos + 1)),
+            _ => return None,
+        }
+    }
+}
+
 /// A byte cursor over one line.
 struct Cursor<'a> {
     bytes: &'a [u8],
@@ -186,30 +252,28 @@ impl<'a> Cursor<'a> {
     /// leading zero, not `-0`, no fraction or exponent): what the reference writes for safe
     /// integers. Such a literal parses to the same number as the general parser gives.
     fn int(&mut self) -> Option<i64> {
-        let bytes = self.bytes;
-        let negative = bytes.get(self.pos) == Some(&b'-');
-        let start = self.pos + usize::from(negative);
-        let mut end = start;
+        let rest = self.bytes.get(self.pos..)?;
+        let negative = rest.first() == Some(&b'-');
+        let body = &rest[usize::from(negative)..];
         let mut v: i64 = 0;
-        while let Some(&d) = bytes.get(end) {
-            if !d.is_ascii_digit() {
+        let mut digits = 0;
+        for &b in body.iter().take(16) {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
                 break;
             }
-            if end - start == 15 {
-                return None;
-            }
-            v = v * 10 + i64::from(d - b'0');
-            end += 1;
+            v = v * 10 + i64::from(d);
+            digits += 1;
         }
-        let digits = end - start;
         if digits == 0
-            || (digits > 1 && bytes[start] == b'0')
-            || matches!(bytes.get(end), Some(b'.' | b'e' | b'E'))
+            || digits > 15
+            || (digits > 1 && body[0] == b'0')
+            || matches!(body.get(digits), Some(b'.' | b'e' | b'E'))
             || (negative && v == 0)
         {
             return None;
         }
-        self.pos = end;
+        self.pos += usize::from(negative) + digits;
         Some(if negative { -v } else { v })
     }
 
@@ -397,7 +461,7 @@ impl Staged {
     /// Whether `meta` holds exactly the staged shared fields.
     fn matches(&self, kind: DeltaKind, meta: &DeltaMeta) -> bool {
         fn int_is(v: &Value, n: i64) -> bool {
-            matches!(v, Value::Number(x) if !x.is_verbatim() && x.as_f64() == n as f64)
+            matches!(v, Value::Number(x) if !x.is_verbatim() && x.as_i64() == Some(n))
         }
         meta.kind == kind
             && meta.parsed_order == self.parsed_order
@@ -445,6 +509,8 @@ impl Staged {
 
 #[cfg(test)]
 mod tests {
+    use std::fmt::Write as _;
+
     use proptest::prelude::*;
 
     use super::*;
@@ -467,7 +533,7 @@ mod tests {
             Ok(Decoded::Passthrough(v)) => match Event::from_value(&v) {
                 // A verbatim delta chunk: the fast path reports it as one chunk event.
                 Ok(e) if is_delta(&e) => (format!("chunks {} 1", e.seq()), vec![e]),
-                Ok(e) => (format!("record {}", v.to_json()), vec![e]),
+                Ok(e) => (format!("record {}", e.to_json()), vec![e]),
                 Err(_) => (format!("invalid {}", v.to_json()), Vec::new()),
             },
         }
@@ -481,19 +547,19 @@ mod tests {
             && super::super::is_packable(e)
     }
 
-    fn describe(record: &LineRecord) -> String {
+    fn describe(record: &LineRecord, events: &[Event]) -> String {
         match record {
             LineRecord::NotJson(e) => format!("not json: {e}"),
             LineRecord::MalformedRow(e) => format!("malformed: {e}"),
-            LineRecord::Record { value, valid: true } => {
-                let e = Event::from_value(value).unwrap();
-                if is_delta(&e) {
+            LineRecord::Event => {
+                let e = &events[0];
+                if is_delta(e) {
                     format!("chunks {} 1", e.seq())
                 } else {
-                    format!("record {}", value.to_json())
+                    format!("record {}", e.to_json())
                 }
             }
-            LineRecord::Record { value, .. } => format!("invalid {}", value.to_json()),
+            LineRecord::Invalid(value) => format!("invalid {}", value.to_json()),
             LineRecord::Chunks { seq0, count } => format!("chunks {seq0} {count}"),
         }
     }
@@ -521,7 +587,7 @@ mod tests {
         let record = decoder.decode_line(line.as_bytes());
         let events = decoder.take_events();
         let (want, want_events) = reference(line.as_bytes());
-        assert_eq!(describe(&record), want, "{line}");
+        assert_eq!(describe(&record, &events), want, "{line}");
         assert_same_events(&events, &want_events, line);
     }
 
@@ -630,6 +696,24 @@ mod tests {
             r#"{"type":"assistant/chunk","seq":1,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":0,"name":"n","id":"i","argumentsDelta":"{"}}}"#,
             r#"{"type":"assistant/chunk","seq":1,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x\u0001"}}}"#,
             r#"{"type":"turn/end","seq":5,"time":0,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+            r#"{"type":"assistant/message","seq":40,"time":1,"data":{"message":{"id":"m"}},"sourceEventSeqs":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,30,31,32],"surfaceOp":"append"}"#,
+            r#"{"type":"assistant/message","seq":40,"time":1,"data":{},"sourceEventSeqs":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,30,31,1.0],"surfaceOp":"append"}"#,
+            r#"{"type":"assistant/message","seq":40,"time":1,"data":{},"sourceEventSeqs":[1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31,33],"surfaceOp":"append"}"#,
+            r#"{"type":"assistant/message","seq":40,"time":1,"data":{},"sourceEventSeqs":[1,2,-3],"surfaceOp":"append"}"#,
+            r#"{"type":"assistant/message","seq":40,"time":1,"data":{},"sourceEventSeqs":[],"surfaceOp":"append"}"#,
+            r#"{"type":"assistant/message","seq":40,"time":1,"data":{},"sourceEventSeqs":[1, 2],"surfaceOp":"append"}"#,
+            r#"{"type":"assistant/message","seq":40,"time":1,"data":{},"sourceEventSeqs":"x","surfaceOp":"append"}"#,
+            r#"{"type":"x","seq":1,"time":0,"data":{},"seq":2}"#,
+            r#"{"type":"x","seq":1,"time":0,"data":{},"ignorable":true}"#,
+            r#"{"type":"x","seq":1,"time":0,"data":{},"ignorable":false}"#,
+            r#"{"type":"x","seq":1,"time":0}"#,
+            r#"{"seq":1,"time":0,"data":[1,{"a":"\u00e9"}],"type":"x"}"#,
+            r#"{"type":"text-chunks","seq":1,"time":0,"data":{}}"#,
+            r#"{"type":"x","seq":1,"time":0,"data":{}}x"#,
+            r#"{"type":"x","seq":1,"time":0,"data":{},}"#,
+            r#"{"type":"x","seq":1,"time":0,"data":{} }"#,
+            r#"{ "type":"x","seq":1,"time":0,"data":{}}"#,
+            r#"{"type":"x","seq":1,"time":0,"data":"\ud800"}"#,
             r#"{"type":"x","seq":"5","time":0,"data":{}}"#,
             "",
             "\r",
@@ -642,8 +726,9 @@ mod tests {
         let line = b"{\"type\":\"assistant/chunk\",\"seq\":1,\"time\":0,\"data\":{\"turn\":1,\"step\":1,\"chunk\":{\"type\":\"text-delta\",\"index\":0,\"text\":\"a\xFFb\"}}}";
         let mut decoder = StorageDecoder::new();
         let record = decoder.decode_line(line);
-        assert_eq!(describe(&record), reference(line).0);
-        assert_same_events(&decoder.take_events(), &reference(line).1, "invalid utf-8");
+        let events = decoder.take_events();
+        assert_eq!(describe(&record, &events), reference(line).0);
+        assert_same_events(&events, &reference(line).1, "invalid utf-8");
     }
 
     #[test]
@@ -753,16 +838,13 @@ mod tests {
         let mut chunk = format!(r#"{{"type":"{kind}","index":{}"#, c.index);
         let text = Value::from(c.text.as_str()).to_json();
         if c.kind == 2 {
-            chunk.push_str(&format!(
-                r#","id":{}"#,
-                Value::from(c.id.as_str()).to_json()
-            ));
+            let _ = write!(chunk, r#","id":{}"#, Value::from(c.id.as_str()).to_json());
             if let Some(name) = &c.name {
-                chunk.push_str(&format!(r#","name":"{name}""#));
+                let _ = write!(chunk, r#","name":"{name}""#);
             }
-            chunk.push_str(&format!(r#","argumentsDelta":{text}}}"#));
+            let _ = write!(chunk, r#","argumentsDelta":{text}}}"#);
         } else {
-            chunk.push_str(&format!(r#","text":{text}}}"#));
+            let _ = write!(chunk, r#","text":{text}}}"#);
         }
         format!(
             r#"{{"type":"assistant/chunk","seq":{seq},"time":{time},"data":{{"turn":{},"step":1,"chunk":{chunk}}}}}"#,
@@ -809,13 +891,15 @@ mod tests {
             write_batch_lines(&events, true, &mut text);
             let mut decoder = StorageDecoder::new();
             let mut want = Vec::new();
+            let mut got = Vec::new();
             for line in text.split('\n') {
                 let record = decoder.decode_line(line.as_bytes());
+                let line_events = decoder.take_events();
                 let (desc, events) = reference(line.as_bytes());
-                prop_assert_eq!(describe(&record), desc);
+                prop_assert_eq!(describe(&record, &line_events), desc);
                 want.extend(events);
+                got.extend(line_events);
             }
-            let got = decoder.take_events();
             assert_same_events(&got, &want, &text);
             // The same events as were packed (a packed member has a live append's key order).
             prop_assert_eq!(&got, &events);
@@ -831,9 +915,10 @@ mod tests {
                 for damaged in [truncated, &flipped[..]] {
                     let mut decoder = StorageDecoder::new();
                     let record = decoder.decode_line(damaged);
+                    let events = decoder.take_events();
                     let (desc, want) = reference(damaged);
-                    prop_assert_eq!(describe(&record), desc);
-                    assert_same_events(&decoder.take_events(), &want, &String::from_utf8_lossy(damaged));
+                    prop_assert_eq!(describe(&record, &events), desc);
+                    assert_same_events(&events, &want, &String::from_utf8_lossy(damaged));
                 }
             }
         }

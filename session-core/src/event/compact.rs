@@ -215,6 +215,12 @@ impl ChunkBlock {
         slots[k as usize].get_or_init(|| self.meta(k).data_value(self.text(k)))
     }
 
+    /// Whether no member's `data` tree was built yet.
+    #[cfg(test)]
+    pub(crate) fn data_is_unbuilt(&self) -> bool {
+        self.data.get().is_none()
+    }
+
     /// The member's `data` without building or keeping a tree when it was not built yet.
     pub(crate) fn data_uncached(&self, k: u32) -> Value {
         match self.data.get().and_then(|slots| slots[k as usize].get()) {

@@ -11,12 +11,11 @@ mod scan;
 mod value;
 mod write;
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 pub use number::{MAX_SAFE_INTEGER, Number, write_js_number};
-pub(crate) use parse::string_at;
 pub use parse::{MAX_DEPTH, ParseError, ParseErrorKind, parse};
+pub(crate) use parse::{string_at, value_at};
 pub(crate) use scan::string_special;
 pub use value::{Array, Object, Value};
 pub use write::write_str;
@@ -70,38 +69,66 @@ const COMMON_KEYS: &[&str] = &[
     "args",
 ];
 
-/// FNV-1a: a fast hash for the short, trusted strings of the key table.
-#[derive(Default)]
-struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.0 = h;
-    }
+/// The index of `k` in [`COMMON_KEYS`].
+fn common_key_index(k: &str) -> Option<usize> {
+    Some(match k {
+        "type" => 0,
+        "seq" => 1,
+        "time" => 2,
+        "data" => 3,
+        "surfaceOp" => 4,
+        "sourceEventSeqs" => 5,
+        "ignorable" => 6,
+        "turn" => 7,
+        "step" => 8,
+        "chunk" => 9,
+        "index" => 10,
+        "text" => 11,
+        "id" => 12,
+        "name" => 13,
+        "argumentsDelta" => 14,
+        "role" => 15,
+        "content" => 16,
+        "source" => 17,
+        "kind" => 18,
+        "message" => 19,
+        "callId" => 20,
+        "arguments" => 21,
+        "toolCallId" => 22,
+        "isError" => 23,
+        "usage" => 24,
+        "reason" => 25,
+        "header" => 26,
+        "config" => 27,
+        "provider" => 28,
+        "model" => 29,
+        "op" => 30,
+        "start" => 31,
+        "end" => 32,
+        "error" => 33,
+        "code" => 34,
+        "meta" => 35,
+        "blockType" => 36,
+        "block" => 37,
+        "inputTokens" => 38,
+        "outputTokens" => 39,
+        "seq0" => 40,
+        "time0" => 41,
+        "dt" => 42,
+        "texts" => 43,
+        "args" => 44,
+        _ => return None,
+    })
 }
 
-type KeyTable = HashMap<&'static str, Arc<str>, std::hash::BuildHasherDefault<Fnv>>;
-
-fn key_table() -> &'static KeyTable {
-    static TABLE: OnceLock<KeyTable> = OnceLock::new();
-    TABLE.get_or_init(|| COMMON_KEYS.iter().map(|k| (*k, Arc::from(*k))).collect())
+fn key_table() -> &'static [Arc<str>] {
+    static TABLE: OnceLock<Vec<Arc<str>>> = OnceLock::new();
+    TABLE.get_or_init(|| COMMON_KEYS.iter().map(|k| Arc::from(*k)).collect())
 }
 
 /// An object key, sharing storage with other uses of the same common key.
 pub fn key(k: &str) -> Arc<str> {
-    match key_table().get(k) {
+    match common_key_index(k).and_then(|i| key_table().get(i)) {
         Some(shared) => shared.clone(),
         None => Arc::from(k),
     }
@@ -235,6 +262,16 @@ impl From<&Value> for serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn common_keys_are_shared() {
+        for (i, k) in COMMON_KEYS.iter().enumerate() {
+            assert_eq!(common_key_index(k), Some(i), "{k}");
+            assert!(Arc::ptr_eq(&key(k), &key(k)));
+        }
+        assert_eq!(common_key_index("other"), None);
+        assert!(!Arc::ptr_eq(&key("other"), &key("other")));
+    }
 
     #[test]
     fn append_snapshot_rules() {

@@ -296,7 +296,6 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::float_cmp)]
     fn integer_fast_path_matches_the_general_rule() {
         for text in [
             "0",
@@ -321,7 +320,7 @@ mod tests {
             write_js_number(v, &mut canon);
             if let Some(n) = fast {
                 assert_eq!(canon, text, "{text}");
-                assert_eq!(n as f64, v, "{text}");
+                assert_eq!((n as f64).to_bits(), v.to_bits(), "{text}");
             } else {
                 assert!(
                     text.trim_start_matches('-').len() > 15

@@ -114,6 +114,18 @@ pub fn parse(text: &str) -> Result<Value, ParseError> {
     Ok(v)
 }
 
+/// Parses the one JSON value that starts at byte `pos` of `text` (no whitespace before it), with
+/// the rules of [`parse`]; returns it and the position after it.
+pub(crate) fn value_at(text: &str, pos: usize) -> Result<(Value, usize), ParseError> {
+    let mut p = Parser {
+        text,
+        bytes: text.as_bytes(),
+        pos,
+    };
+    let v = p.parse_value()?;
+    Ok((v, p.pos))
+}
+
 /// Reads the JSON string literal that starts at byte `pos` of `text` (a `"`), with the same
 /// rules as [`parse`]; returns the decoded string and the position after the closing quote.
 pub(crate) fn string_at(text: &str, pos: usize) -> Result<(Cow<'_, str>, usize), ParseError> {

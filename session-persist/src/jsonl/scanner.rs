@@ -251,7 +251,8 @@ impl SessionLogScanner {
             self.offset += len as u64 + 1;
             self.line += 1;
             let line = self.line;
-            // What the line holds: whether it is a turn/end, its seq test, and its events.
+            // What the line holds: whether it is a turn/end, its seq test (`seq === expected`,
+            // with the seq as `String(seq)` in the message), and its events.
             let (has_turn_end, gap, pushed) = match &record {
                 LineRecord::NotJson(e) if e.kind == ParseErrorKind::LoneSurrogate => {
                     return Err(Error::LoneSurrogate {
@@ -259,13 +260,23 @@ impl SessionLogScanner {
                         offset: start + e.offset as u64,
                     });
                 }
-                LineRecord::Record { value, valid } => {
+                LineRecord::Event => {
+                    // A valid envelope's seq is a non-negative safe integer, whose `String` is
+                    // its decimal form.
+                    let Some(event) = events.as_slice().first() else {
+                        continue;
+                    };
+                    let gap =
+                        (event.seq() != self.count).then(|| (self.count, event.seq().to_string()));
+                    (event.event_type() == "turn/end", gap, 1)
+                }
+                LineRecord::Invalid(value) => {
                     let seq = value.get("seq");
-                    // `seq === expected`: a number of that value (`-0` equals 0).
+                    // `-0` equals 0.
                     let gap = (seq.and_then(Value::as_u64) != Some(self.count))
                         .then(|| (self.count, js_string(seq)));
                     let turn_end = value.get("type").and_then(Value::as_str) == Some("turn/end");
-                    (turn_end, gap, usize::from(*valid))
+                    (turn_end, gap, 0)
                 }
                 LineRecord::Chunks { seq0, count } => {
                     let gap = (*seq0 != self.count).then(|| (self.count, seq0.to_string()));
@@ -299,20 +310,27 @@ impl SessionLogScanner {
                 row.for_each(drop);
                 continue;
             }
+            // After an invalid envelope the prefix is closed: later events are only counted.
             let n = match record {
-                LineRecord::Record { value, valid } => {
+                LineRecord::Event => {
                     if self.invalid.is_none() {
-                        if valid {
-                            self.events.extend(row);
-                        } else {
-                            self.invalid = Some((self.count as usize, value));
-                        }
+                        self.events.extend(row);
+                    } else {
+                        row.for_each(drop);
+                    }
+                    1
+                }
+                LineRecord::Invalid(value) => {
+                    if self.invalid.is_none() {
+                        self.invalid = Some((self.count as usize, value));
                     }
                     1
                 }
                 LineRecord::Chunks { count, .. } => {
                     if self.invalid.is_none() {
                         self.events.extend(row);
+                    } else {
+                        row.for_each(drop);
                     }
                     count as u64
                 }
@@ -594,6 +612,20 @@ mod tests {
         assert_eq!(index, 1);
         assert_eq!(value.get("extra").and_then(Value::as_u64), Some(1));
         assert_eq!(out.committed_bytes, (HEADER.len() + body.len()) as u64);
+    }
+
+    #[test]
+    fn lines_after_an_invalid_envelope_are_still_checked_in_order() {
+        let invalid = "{\"type\":\"x\",\"seq\":1,\"time\":0,\"data\":{},\"extra\":1}\n";
+        let body = format!("{}{invalid}{}{}", ev(0, "a"), ev(2, "b"), ev(3, "turn/end"));
+        let out = scan_all(&body).unwrap();
+        assert_eq!(seqs(&out), vec![0]);
+        assert_eq!(out.committed_bytes, (HEADER.len() + body.len()) as u64);
+        let body = format!("{}{invalid}{}{}", ev(0, "a"), ev(2, "b"), ev(4, "turn/end"));
+        assert_eq!(
+            scan_all(&body).unwrap_err().to_string(),
+            "corrupt session log: seq gap in committed region at line 4 (expected 3, got 4)"
+        );
     }
 
     #[test]
