@@ -49,5 +49,6 @@
 pub mod backend_suite;
 pub mod corpus;
 pub mod crash_model;
+pub mod fuzz_targets;
 pub mod r#gen;
 pub mod invariants;

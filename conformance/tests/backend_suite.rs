@@ -103,3 +103,37 @@ fn capabilities_gate_cases_loudly_and_are_checked() {
             .contains("unknown backend suite case")
     );
 }
+
+/// A harness declaring the fixed envelope order gets exactly that order expected: a backend
+/// that keeps every event's own key order (the memory backend) then fails the key-order case,
+/// and still passes where every event was appended in the live-append order.
+#[test]
+fn fixed_envelope_order_is_expected_exactly() {
+    use conformance::backend_suite::{self, Capabilities, Harness, async_trait};
+    use session_persist::Backend;
+    use std::sync::Arc;
+
+    struct FixedOrder(MemoryHarness);
+
+    #[async_trait]
+    impl Harness for FixedOrder {
+        async fn open(&self) -> Arc<dyn Backend> {
+            self.0.open().await
+        }
+        async fn reopen(&self, old: Arc<dyn Backend>) -> Arc<dyn Backend> {
+            self.0.reopen(old).await
+        }
+        fn capabilities(&self) -> Capabilities {
+            self.0.capabilities().with_fixed_envelope_order()
+        }
+    }
+
+    let harness = FixedOrder(MemoryHarness::new());
+    let failure = backend_suite::run_case(
+        &harness,
+        "load_stored_returns_events_in_order_with_identical_json",
+    )
+    .unwrap_err();
+    assert!(failure.message().contains("differs"), "{failure}");
+    backend_suite::run_case(&harness, "create_append_load_round_trip").unwrap();
+}

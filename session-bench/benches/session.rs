@@ -8,9 +8,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use session_bench::{append_turn, assistant_message, chat_session, text_chunk, user_message};
+use session_bench::{
+    append_turn, assistant_message, chat_session, chat_session_with_events, text_chunk,
+    user_message,
+};
 use session_core::json::Value;
-use session_surface::Draft;
+use session_surface::{Draft, PreparedDraft, Session};
 
 const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
 
@@ -39,6 +42,19 @@ fn append_mix(c: &mut Criterion) {
         // validation, surface planning and commit.
         let draft = text_chunk(turn, 1, "tok ");
         b.iter(|| black_box(s.append(draft.clone()).expect("chunk")));
+    });
+    g.bench_function("chunk_prepared_once", |b| {
+        let mut s = chat_session(10);
+        let turn = 1_000_000;
+        s.append(Draft::new(
+            "turn/start",
+            Value::object([("turn", Value::from(turn))]),
+        ))
+        .expect("turn/start");
+        // The draft's JSON is checked and frozen once; each append runs the session checks
+        // and commits a new event.
+        let draft = PreparedDraft::new(text_chunk(turn, 1, "tok ")).expect("prepared");
+        b.iter(|| black_box(s.append_prepared(&draft).expect("chunk")));
     });
     g.bench_function("chunk_including_draft_construction", |b| {
         let mut s = chat_session(10);
@@ -122,18 +138,41 @@ fn replace(c: &mut Criterion) {
 
 fn fork(c: &mut Criterion) {
     let mut g = c.benchmark_group("fork");
-    g.sample_size(10);
-    let n = 1_000_000;
-    let parent = chat_session(n / 4);
-    g.bench_function(BenchmarkId::from_parameter(parent.seq()), |b| {
-        b.iter(|| {
-            black_box(
+    g.sample_size(20);
+    for n in SIZES {
+        // A session of closed turns with `n` events: the last closed turn is its end.
+        let parent = chat_session_with_events(n);
+        // The child is dropped outside the timed section (`iter_with_large_drop`).
+        g.bench_with_input(BenchmarkId::new("last_closed_turn", n), &n, |b, _| {
+            b.iter_with_large_drop(|| {
                 session_fork::fork_session(&parent, None, "child", session_bench::clock())
-                    .expect("fork"),
-            )
+                    .expect("fork")
+            });
         });
-    });
+        // The last closed turn at or before the middle: the derived state is brought forward
+        // from the nearest checkpoint.
+        let middle = last_closed_turn_before(&parent, parent.seq() / 2);
+        g.bench_with_input(BenchmarkId::new("middle_closed_turn", n), &n, |b, _| {
+            b.iter_with_large_drop(|| {
+                session_fork::fork_session(
+                    &parent,
+                    Some(&session_core::event::seq_value(middle)),
+                    "child",
+                    session_bench::clock(),
+                )
+                .expect("fork")
+            });
+        });
+    }
     g.finish();
+}
+
+/// The seq of the last `turn/end` at or before `seq`.
+fn last_closed_turn_before(s: &Session, seq: u64) -> u64 {
+    (0..=seq)
+        .rev()
+        .find(|&q| s.event(q).is_some_and(|e| e.event_type() == "turn/end"))
+        .expect("a closed turn")
 }
 
 criterion_group!(

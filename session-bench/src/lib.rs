@@ -1,10 +1,14 @@
 //! `session-bench` owns the benchmark fixtures of the session layer: builders of realistic
-//! sessions of a given size, shared by the criterion benches in `benches/`.
+//! sessions of a given size, shared by the criterion benches in `benches/`, and
+//! [`generator`], which writes large realistic sessions in the reference's on-disk format
+//! through our session and JSONL backend (the `gen_session` binary; `restore` loads them).
 //!
 //! ```
 //! let session = session_bench::chat_session(100);
 //! assert!(session.seq() >= 100);
 //! ```
+
+pub mod generator;
 
 use std::sync::Arc;
 
@@ -105,6 +109,17 @@ pub fn chat_session(messages: usize) -> Session {
     let mut s = Session::create("bench", None, None, clock()).expect("fresh session");
     let mut turn = 0u32;
     while s.derive_messages().len() < messages {
+        turn += 1;
+        append_turn(&mut s, turn);
+    }
+    s
+}
+
+/// A session of closed turns (as in [`chat_session`]) with at least `events` events.
+pub fn chat_session_with_events(events: usize) -> Session {
+    let mut s = Session::create("bench", None, None, clock()).expect("fresh session");
+    let mut turn = 0u32;
+    while s.seq() < events as u64 {
         turn += 1;
         append_turn(&mut s, turn);
     }

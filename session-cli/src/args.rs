@@ -10,15 +10,63 @@ use std::path::PathBuf;
 use session_persist::Compression;
 
 use crate::error::{Error, Result};
+use crate::store::StoreAt;
 
 /// The default store root, relative to the working directory.
 pub(crate) const DEFAULT_ROOT: &str = "./sessions";
 
+/// A store named by `--store SPEC` that is not a JSONL root (`jsonl:DIR` is `--root DIR`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Database {
+    /// `sqlite:PATH`: one database file holding every session.
+    Sqlite(PathBuf),
+    /// `postgres://…` / `postgresql://…`: a `PostgreSQL` connection URL.
+    Postgres(String),
+}
+
+/// What `--store SPEC` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoreSpec {
+    /// `jsonl:DIR`.
+    Jsonl(PathBuf),
+    /// A database.
+    Database(Database),
+}
+
+/// The message for a `--store` value that names no store kind.
+const STORE_FORMS: &str = "jsonl:DIR, sqlite:PATH or postgres://…";
+
+/// Parses a store spec (`--store`, or a `convert` DEST): `jsonl:DIR`, `sqlite:PATH`,
+/// `postgres://…`; `None` when `text` has none of these prefixes.
+pub(crate) fn parse_store_spec(option: &str, text: &str) -> Option<Result<StoreSpec>> {
+    let nonempty = |kind: &str, rest: &str| {
+        if rest.is_empty() {
+            Err(Error::usage(format!(
+                "{option} {kind}: needs a path after the colon; expected {STORE_FORMS}"
+            )))
+        } else {
+            Ok(PathBuf::from(rest))
+        }
+    };
+    if let Some(rest) = text.strip_prefix("jsonl:") {
+        return Some(nonempty("jsonl", rest).map(StoreSpec::Jsonl));
+    }
+    if let Some(rest) = text.strip_prefix("sqlite:") {
+        return Some(nonempty("sqlite", rest).map(|p| StoreSpec::Database(Database::Sqlite(p))));
+    }
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        return Some(Ok(StoreSpec::Database(Database::Postgres(text.to_owned()))));
+    }
+    None
+}
+
 /// Options that apply to every command.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Global {
-    /// `--root DIR`.
+    /// `--root DIR` (or `--store jsonl:DIR`).
     pub(crate) root: Option<PathBuf>,
+    /// `--store SPEC` naming a database.
+    pub(crate) database: Option<Database>,
     /// `--compression zstd|none`, when given.
     pub(crate) compression: Option<Compression>,
     /// `--json`.
@@ -28,6 +76,28 @@ pub(crate) struct Global {
 }
 
 impl Global {
+    /// The database `--store` names, made absolute (`None`: the store is a JSONL root).
+    pub(crate) fn database(&self) -> Option<StoreAt> {
+        self.database.as_ref().map(|d| match d {
+            Database::Sqlite(path) => StoreAt::Sqlite {
+                path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+            },
+            Database::Postgres(url) => StoreAt::Postgres { url: url.clone() },
+        })
+    }
+
+    /// The store the global options name: the database, or the JSONL root with its encoding
+    /// (`--compression`, else the encoding found under it).
+    pub(crate) fn store(&self) -> StoreAt {
+        self.database().unwrap_or_else(|| {
+            let root = self.root();
+            let compression = self
+                .compression
+                .unwrap_or_else(|| crate::store::detect_root_compression(&root));
+            StoreAt::Jsonl { root, compression }
+        })
+    }
+
     /// The store root (`--root`, default `./sessions`), made absolute.
     pub(crate) fn root(&self) -> PathBuf {
         let root = self
@@ -165,7 +235,7 @@ pub(crate) const COMMANDS: &[Spec] = &[
     spec(
         "convert",
         "SESSION DEST [--to zstd|none]",
-        "re-encode a session raw <-> zstd into another root, then verify it",
+        "copy a session into another store (JSONL raw/zstd, SQLite), then verify it",
         (2, Some(2)),
         &[],
         &["--to"],
@@ -304,6 +374,8 @@ pub(crate) fn parse(args: Vec<String>) -> Result<Parsed> {
     let mut values = HashMap::new();
     let mut help = false;
     let mut only_operands = false;
+    let mut root_given = false;
+    let mut root_from_store = false;
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
         let is_option = arg.starts_with('-') && arg.len() > 1;
@@ -338,7 +410,39 @@ pub(crate) fn parse(args: Vec<String>) -> Result<Parsed> {
         match name.as_str() {
             "-h" | "--help" => help = true,
             "-V" | "--version" => return Ok(Parsed::Version),
-            "--root" => global.root = Some(PathBuf::from(take_value("--root")?)),
+            "--root" => {
+                if root_from_store {
+                    return Err(Error::usage(
+                        "--store and --root both name the store; pass one of them",
+                    ));
+                }
+                root_given = true;
+                global.root = Some(PathBuf::from(take_value("--root")?));
+            }
+            "--store" => {
+                let text = take_value("--store")?;
+                let spec = parse_store_spec("--store", &text).unwrap_or_else(|| {
+                    Err(Error::usage(format!(
+                        "--store expects {STORE_FORMS}, got \"{text}\""
+                    )))
+                })?;
+                if root_given {
+                    return Err(Error::usage(
+                        "--store and --root both name the store; pass one of them",
+                    ));
+                }
+                root_from_store = true;
+                match spec {
+                    StoreSpec::Jsonl(dir) => {
+                        global.root = Some(dir);
+                        global.database = None;
+                    }
+                    StoreSpec::Database(d) => {
+                        global.root = None;
+                        global.database = Some(d);
+                    }
+                }
+            }
             "--compression" => {
                 global.compression = Some(parse_compression(&take_value("--compression")?)?);
             }
@@ -380,6 +484,11 @@ pub(crate) fn parse(args: Vec<String>) -> Result<Parsed> {
                 None => Err(Error::usage(format!("unknown command \"{name}\""))),
             },
         };
+    }
+    if global.database.is_some() && global.compression.is_some() {
+        return Err(Error::usage(
+            "--compression applies to JSONL stores only; a database store takes none",
+        ));
     }
     if global.json && !spec.json {
         return Err(Error::usage(format!(
@@ -430,7 +539,7 @@ fn missing_operand(operands: &str) -> String {
 pub(crate) fn help_text() -> String {
     let mut text = String::from(
         "sessionctl: inspect, repair, fork and convert agent session logs\n\n\
-         usage: sessionctl [--root DIR] [--compression zstd|none] [--json] COMMAND ...\n\n\
+         usage: sessionctl [--store SPEC | --root DIR] [--compression zstd|none] [--json] COMMAND ...\n\n\
          commands:\n",
     );
     let width = COMMANDS
@@ -444,12 +553,15 @@ pub(crate) fn help_text() -> String {
     }
     text.push_str(
         "\nglobal options:\n\
-         \x20 --root DIR                 the store root (default ./sessions)\n\
+         \x20 --store SPEC               the store: jsonl:DIR, sqlite:PATH (one database file),\n\
+         \x20                            postgres://USER@HOST/DB (a PostgreSQL database)\n\
+         \x20 --root DIR                 the JSONL store root, same as --store jsonl:DIR (default ./sessions)\n\
          \x20 --compression zstd|none    the root's encoding (default: the encoding found, else zstd)\n\
          \x20 --json                     machine-readable output (read commands)\n\
          \x20 --no-color                 no colour even on a terminal (NO_COLOR is honoured too)\n\
          \nSESSION is a session id under the root, a session directory, or a session.jsonl /\n\
-         session.jsonl.zstd file (its root is three levels up).\n\
+         session.jsonl.zstd file (its root is three levels up); with a database store\n\
+         (sqlite:, postgres://), a session id in the database.\n\
          \nexit codes: 0 success, 1 failure or violation, 2 usage error. See docs/cli.md.\n",
     );
     text
@@ -459,7 +571,7 @@ pub(crate) fn help_text() -> String {
 pub(crate) fn command_help(spec: &Spec) -> String {
     let json = if spec.json { " [--json]" } else { "" };
     format!(
-        "usage: sessionctl [--root DIR] [--compression zstd|none] {} {}{json}\n\n{}\n",
+        "usage: sessionctl [--store SPEC | --root DIR] [--compression zstd|none] {} {}{json}\n\n{}\n",
         spec.name, spec.operands, spec.summary
     )
 }

@@ -17,7 +17,7 @@ use crate::output::{Out, bytes, rfc3339, table, truncate, utc};
 use crate::progress::with_spinner;
 use crate::render::{join_seqs, message_body, message_heading};
 use crate::report;
-use crate::store::{Store, Target, detect_root_compression, resolve};
+use crate::store::{Store, StoreAt, Target, resolve};
 
 /// Lines shown per message unless `--full`.
 const MAX_MESSAGE_LINES: usize = 8;
@@ -41,9 +41,31 @@ pub(crate) fn open_target(
     read_only: bool,
 ) -> Result<(Target, Store)> {
     let target = resolve(operand, &inv.global, read_only)?;
-    require_root(&target.root)?;
+    require_store(&target.at)?;
     let store = Store::for_target(&target)?;
     Ok((target, store))
+}
+
+/// Refuses a store that does not exist (a missing root directory or database file); opening
+/// one would create it.
+pub(crate) fn require_store(at: &StoreAt) -> Result<()> {
+    match at {
+        StoreAt::Jsonl { root, .. } => require_root(root),
+        StoreAt::Sqlite { path } if path.is_file() => Ok(()),
+        // A server: connecting tells.
+        StoreAt::Postgres { .. } => Ok(()),
+        StoreAt::Sqlite { path } => Err(Error::failed_at(
+            format!("store database {} does not exist", path.display()),
+            Some(
+                "pass --store sqlite:PATH naming an existing database (`append --create` and `convert` create one)"
+                    .into(),
+            ),
+            Location {
+                file: Some(path.clone()),
+                ..Location::default()
+            },
+        )),
+    }
 }
 
 /// Refuses a root that does not exist.
@@ -109,24 +131,16 @@ struct Row {
 
 /// `list`.
 pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
-    let root = inv.global.root();
-    require_root(&root)?;
-    let compression = inv
-        .global
-        .compression
-        .unwrap_or_else(|| detect_root_compression(&root));
-    let store = Store::open(&root, compression)?;
+    let at = inv.global.store();
+    require_store(&at)?;
+    let store = Store::open(&at)?;
     let mut headers = store
         .block_on(store.persistence.list(None))
         .map_err(|e| store.err(e, None))?;
     headers.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
     let mut rows = Vec::with_capacity(headers.len());
     for meta in headers {
-        let file = store
-            .backend
-            .log_path(&meta)
-            .ok()
-            .map(|p| p.display().to_string());
+        let file = store.log_file(&meta).map(|p| p.display().to_string());
         let (events, torn, error) = match store.block_on(store.backend.load_stored(&meta.id)) {
             Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
             Ok(None) => (None, false, Some("vanished while listing".to_owned())),
@@ -157,16 +171,22 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
         }));
         let doc = obj([
             schema("list"),
+            ("store", Value::from(at.spec())),
+            ("root", opt_str(at.path().map(|p| p.display().to_string()))),
             (
-                "root",
-                Value::from(store.backend.root().display().to_string()),
+                "compression",
+                opt_str(at.compression().map(Compression::as_str)),
             ),
-            ("compression", Value::from(compression.as_str())),
             ("sessions", sessions),
         ]);
         write_doc(out, &doc)?;
     } else if rows.is_empty() {
-        out.line(&format!("no sessions under {}", root.display()))?;
+        out.line(&match &at {
+            StoreAt::Jsonl { root, .. } => format!("no sessions under {}", root.display()),
+            StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } => {
+                format!("no sessions in {}", at.spec())
+            }
+        })?;
     } else {
         let s = out.style;
         let mut table_rows = vec![vec![
@@ -626,32 +646,48 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
             target.file.as_deref(),
         )
     })?;
-    let file = target
-        .file
-        .clone()
-        .or_else(|| store.backend.log_path(&stored.meta).ok());
-    let raw = store
-        .block_on(store.persistence.read_raw(&id, None))
-        .map_err(|e| store.err(e, file.as_deref()))?;
-    let plaintext = raw.as_ref().map_or(0, |r| r.content.len() as u64);
-    let records = raw.as_ref().map_or(0, |r| {
-        r.content
-            .split('\n')
-            .filter(|l| !l.is_empty())
-            .count()
-            .saturating_sub(1)
-    });
-    drop(raw);
-    let (file_bytes, frames) = match file.as_deref() {
-        Some(f) => {
-            let data = std::fs::read(f).map_err(|e| Error::io("read", f, &e))?;
-            let frames = (target.compression == Compression::Zstd)
-                .then(|| scan_zstd_frames(&data, None).ok())
-                .flatten()
-                .map(|scan| (scan.frames.len(), scan.torn_start.is_some()));
-            (data.len() as u64, frames)
-        }
-        None => (0, None),
+    let file = target.file.clone().or_else(|| store.log_file(&stored.meta));
+    let mut rows: Option<session_persist_sqlite::RowStats> = None;
+    let (file_bytes, plaintext, records, frames) = if let Some(sqlite) = store.sqlite() {
+        let stats = store
+            .block_on(sqlite.row_stats(&id))
+            .map_err(|e| store.err(e.into(), None))?
+            .unwrap_or_default();
+        rows = Some(stats);
+        (
+            stats.data_bytes + stats.column_bytes,
+            stats.text_bytes,
+            stats.rows as usize,
+            None,
+        )
+    } else if store.jsonl().is_none() {
+        // A database server: no file and no row sizes; the events are what is known.
+        (0, 0, stored.events.len(), None)
+    } else {
+        let raw = store
+            .block_on(store.persistence.read_raw(&id, None))
+            .map_err(|e| store.err(e, file.as_deref()))?;
+        let plaintext = raw.as_ref().map_or(0, |r| r.content.len() as u64);
+        let records = raw.as_ref().map_or(0, |r| {
+            r.content
+                .split('\n')
+                .filter(|l| !l.is_empty())
+                .count()
+                .saturating_sub(1)
+        });
+        drop(raw);
+        let (file_bytes, frames) = match file.as_deref() {
+            Some(f) => {
+                let data = std::fs::read(f).map_err(|e| Error::io("read", f, &e))?;
+                let frames = (target.at.compression() == Some(Compression::Zstd))
+                    .then(|| scan_zstd_frames(&data, None).ok())
+                    .flatten()
+                    .map(|scan| (scan.frames.len(), scan.torn_start.is_some()));
+                (data.len() as u64, frames)
+            }
+            None => (0, None),
+        };
+        (file_bytes, plaintext, records, frames)
     };
     let mut per_type: Vec<(String, u64, u64)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -683,7 +719,8 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
                 "file",
                 opt_str(file.as_ref().map(|f| f.display().to_string())),
             ),
-            ("compression", Value::from(target.compression.as_str())),
+            ("store", Value::from(target.at.spec())),
+            ("compression", Value::from(target.at.encoding())),
             ("fileBytes", num(file_bytes)),
             ("plaintextBytes", num(plaintext)),
             ("compressionRatio", float((ratio * 1000.0).round() / 1000.0)),
@@ -692,6 +729,19 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
             ("events", num(stored.events.len() as u64)),
             ("eventBytes", num(event_bytes)),
             ("tornTail", Value::from(stored.torn.is_some())),
+            (
+                "rows",
+                rows.map_or(Value::Null, |r| {
+                    obj([
+                        ("rows", num(r.rows)),
+                        ("packedRows", num(r.packed_rows)),
+                        ("compressedRows", num(r.compressed_rows)),
+                        ("dataBytes", num(r.data_bytes)),
+                        ("textBytes", num(r.text_bytes)),
+                        ("columnBytes", num(r.column_bytes)),
+                    ])
+                }),
+            ),
             (
                 "byType",
                 Value::array(per_type.iter().map(|(t, n, b)| {
@@ -709,24 +759,47 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
         let mut rows = vec![
             vec![s.bold("session"), id.clone()],
             vec![
-                s.bold("file"),
-                file.as_ref()
-                    .map_or_else(|| "-".into(), |f| f.display().to_string()),
+                s.bold(if rows.is_some() { "store" } else { "file" }),
+                if rows.is_some() {
+                    target.at.spec()
+                } else {
+                    file.as_ref()
+                        .map_or_else(|| "-".into(), |f| f.display().to_string())
+                },
             ],
-            vec![
-                s.bold("on disk"),
-                format!(
-                    "{} ({file_bytes} bytes, {})",
-                    bytes(file_bytes),
-                    target.compression.as_str()
-                ),
-            ],
+            match &rows {
+                None => vec![
+                    s.bold("on disk"),
+                    format!(
+                        "{} ({file_bytes} bytes, {})",
+                        bytes(file_bytes),
+                        target.at.encoding()
+                    ),
+                ],
+                Some(r) => vec![
+                    s.bold("in rows"),
+                    format!(
+                        "{} ({file_bytes} bytes in {} rows: {} packed, {} compressed)",
+                        bytes(file_bytes),
+                        r.rows,
+                        r.packed_rows,
+                        r.compressed_rows
+                    ),
+                ],
+            },
             vec![
                 s.bold("plaintext"),
-                format!(
-                    "{} ({plaintext} bytes, {records} records)",
-                    bytes(plaintext)
-                ),
+                if rows.is_some() {
+                    format!(
+                        "{} ({plaintext} bytes of row data as JSON)",
+                        bytes(plaintext)
+                    )
+                } else {
+                    format!(
+                        "{} ({plaintext} bytes, {records} records)",
+                        bytes(plaintext)
+                    )
+                },
             ],
             vec![s.bold("ratio"), format!("{ratio:.2}x")],
             vec![

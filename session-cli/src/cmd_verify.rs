@@ -18,7 +18,7 @@ use crate::error::{Error, Location, Result};
 use crate::json::{num, obj, opt_num, opt_str};
 use crate::output::{Out, truncate};
 use crate::progress::with_spinner;
-use crate::store::{Store, compression_of, placement, stage};
+use crate::store::{Store, StoreAt, compression_of, placement, stage};
 
 /// One check's outcome.
 struct Outcome {
@@ -135,7 +135,10 @@ fn verify_file(file: &Path, strict: bool) -> FileResult {
     };
     result.id = Some(id.clone());
     let run = || -> Result<(Vec<Outcome>, usize)> {
-        let store = Store::open(&root, compression)?;
+        let store = Store::open(&StoreAt::Jsonl {
+            root: root.clone(),
+            compression,
+        })?;
         let inspection = store
             .block_on(store.persistence.inspect(&id, None))
             .map_err(|e| store.err(e, Some(file)))?;
@@ -204,6 +207,11 @@ fn verify_file(file: &Path, strict: bool) -> FileResult {
 
 /// `verify`.
 pub(crate) fn verify(inv: &Invocation, out: &mut Out) -> Result<()> {
+    if inv.global.database.is_some() {
+        return Err(Error::usage(
+            "`verify` checks session files (PATH...), not a database; `sessionctl convert SESSION DIR` copies a session into a JSONL root to verify it",
+        ));
+    }
     let strict = inv.flag("--strict");
     let mut files = Vec::new();
     for p in &inv.operands {

@@ -5,19 +5,20 @@ use std::path::{Path, PathBuf};
 
 use session_core::event::seq_value;
 use session_core::json::Value;
-use session_core::{Event, Events};
+use session_core::{Event, EventParts, Events, KeyOrder, SessionHeader};
 use session_fork::fork_events;
 use session_persist::{Backend, Compression};
 use session_store::{PrepareOptions, SessionPreparation, SharedSession};
 use session_surface::Draft;
 
 use crate::args::Invocation;
-use crate::cmd_read::{inspect_events, open_target, require_root};
+use crate::args::{Database, StoreSpec, parse_store_spec};
+use crate::cmd_read::{inspect_events, open_target, require_store};
 use crate::error::{Error, Location, Result};
 use crate::json::{float, num, obj, opt_str};
 use crate::output::{Out, bytes};
 use crate::report::turns;
-use crate::store::{Store, Target, detect_root_compression, find_files};
+use crate::store::{Store, StoreAt, Target, detect_root_compression, find_files};
 
 fn schema(name: &str) -> (&'static str, Value) {
     ("schema", Value::from(format!("sessionctl.{name}/1")))
@@ -110,31 +111,29 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
     }
     let operand = inv.operand(0);
     let target = if create {
-        let root = inv.global.root();
+        if operand.is_empty() {
+            return Err(Error::usage("SESSION must not be empty"));
+        }
         Target {
-            compression: inv
-                .global
-                .compression
-                .unwrap_or_else(|| detect_root_compression(&root)),
+            at: inv.global.store(),
             id: operand.to_owned(),
             file: None,
             staged: None,
-            root,
         }
     } else {
         let target = crate::store::resolve(operand, &inv.global, false)?;
-        require_root(&target.root)?;
+        require_store(&target.at)?;
         target
     };
     let store = Store::for_target(&target)?;
     let mut _preparation: Option<SessionPreparation> = None;
     let session = if create {
-        if let Some((file, _)) = find_files(&target.root, &target.id).first() {
+        if let Some(found) = store.lookup(&target.id)? {
             return Err(Error::failed_at(
                 format!("session \"{}\" already exists", target.id),
                 Some("drop --create to append to it, or choose another id".into()),
                 Location {
-                    file: Some(file.clone()),
+                    file: found.file,
                     ..Location::default()
                 },
             ));
@@ -217,12 +216,15 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
 
 // ---- fork ----
 
-/// The first free `<parent>-fork-<n>` under `root`.
-fn mint_child_id(root: &Path, parent: &str) -> String {
-    (1u64..=u64::from(u32::MAX))
-        .map(|n| format!("{parent}-fork-{n}"))
-        .find(|id| find_files(root, id).is_empty())
-        .unwrap_or_else(|| format!("{parent}-fork"))
+/// The first free `<parent>-fork-<n>` in the store.
+fn mint_child_id(store: &Store, parent: &str) -> Result<String> {
+    for n in 1u64..=u64::from(u32::MAX) {
+        let id = format!("{parent}-fork-{n}");
+        if store.lookup(&id)?.is_none() {
+            return Ok(id);
+        }
+    }
+    Ok(format!("{parent}-fork"))
 }
 
 /// A suggestion for an `OPEN_TURN` refusal: the closed boundaries around the open turn.
@@ -265,9 +267,9 @@ pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
     let child_id = match inv.value("--id") {
         Some("") => return Err(Error::usage("--id must not be empty")),
         Some(id) => id.to_owned(),
-        None => mint_child_id(&target.root, &target.id),
+        None => mint_child_id(&store, &target.id)?,
     };
-    if child_id == target.id || !find_files(&target.root, &child_id).is_empty() {
+    if child_id == target.id || store.lookup(&child_id)?.is_some() {
         return Err(Error::Fork {
             error: session_fork::ForkError::already_exists(&child_id),
             hint: Some("choose another --id (or omit it to mint one)".into()),
@@ -373,19 +375,98 @@ fn parse_to(text: &str) -> Result<Compression> {
     }
 }
 
+/// Whether the file at `path` is a `SQLite` database (by its 16-byte header).
+fn is_sqlite_file(path: &Path) -> bool {
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok()
+        && &head == b"SQLite format 3\0"
+}
+
+/// The store `convert` writes to: DEST as a store spec (`sqlite:PATH`, `jsonl:DIR`), an
+/// existing `SQLite` database file, or a JSONL root directory.
+fn convert_dest(text: &str, source: &StoreAt, to: Option<Compression>) -> Result<StoreAt> {
+    let spec = match parse_store_spec("DEST", text) {
+        Some(spec) => spec?,
+        None if Path::new(text).is_file() && is_sqlite_file(Path::new(text)) => {
+            StoreSpec::Database(Database::Sqlite(PathBuf::from(text)))
+        }
+        None => StoreSpec::Jsonl(PathBuf::from(text)),
+    };
+    let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
+    match spec {
+        StoreSpec::Database(_) if to.is_some() => Err(Error::usage(
+            "--to chooses the encoding of a JSONL DEST; a database DEST takes none",
+        )),
+        StoreSpec::Database(Database::Sqlite(path)) => Ok(StoreAt::Sqlite {
+            path: absolute(path),
+        }),
+        StoreSpec::Database(Database::Postgres(url)) => Ok(StoreAt::Postgres { url }),
+        StoreSpec::Jsonl(root) => {
+            let root = absolute(root);
+            let compression = to.unwrap_or_else(|| match source.compression() {
+                Some(c) => c.opposite(),
+                None => detect_root_compression(&root),
+            });
+            Ok(StoreAt::Jsonl { root, compression })
+        }
+    }
+}
+
+/// `e` with its envelope keys in the live-append order, as a database returns it.
+fn in_append_order(e: &Event) -> Event {
+    Event::from_parts(
+        EventParts {
+            ty: e.event_type_arc().clone(),
+            seq: e.seq(),
+            time: e.time(),
+            data: e.data().clone(),
+            surface_op: e.surface_op_value().cloned(),
+            source_event_seqs: e.source_event_seqs_value().cloned(),
+            ignorable: e.ignorable(),
+        },
+        KeyOrder::APPEND,
+    )
+}
+
+/// The header compared across stores: a JSONL log always records a `delegationDepth` (0
+/// when absent), a database keeps its absence.
+fn comparable_header(meta: &SessionHeader) -> SessionHeader {
+    let mut meta = meta.clone();
+    meta.delegation_depth.get_or_insert(0);
+    meta
+}
+
+/// What a session occupies in a store: its log file, or its rows.
+fn stored_bytes(store: &Store, id: &str, file: Option<&Path>) -> u64 {
+    if let Some(sqlite) = store.sqlite() {
+        return store
+            .block_on(sqlite.row_stats(id))
+            .ok()
+            .flatten()
+            .map_or(0, |r| r.data_bytes + r.column_bytes);
+    }
+    file.and_then(|f| std::fs::metadata(f).ok())
+        .map_or(0, |m| m.len())
+}
+
 /// `convert`.
 pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     let to = inv.value("--to").map(parse_to).transpose()?;
     let (target, store) = open_target(inv, inv.operand(0), true)?;
-    let to = to.unwrap_or_else(|| target.compression.opposite());
-    let dest_root = PathBuf::from(inv.operand(1));
-    let same_root = std::path::absolute(&dest_root).ok() == std::path::absolute(&target.root).ok();
-    if same_root && to == target.compression {
-        return Err(Error::usage(
-            "DEST is the session's own root with the same encoding; pass another root or --to",
-        ));
-    }
-    if same_root {
+    let dest_at = convert_dest(inv.operand(1), &target.at, to)?;
+    if target.at.same_place(&dest_at) {
+        if let StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } = dest_at {
+            return Err(Error::usage(
+                "DEST is the session's own database; pass another store",
+            ));
+        }
+        if target.at.compression() == dest_at.compression() {
+            return Err(Error::usage(
+                "DEST is the session's own store with the same encoding; pass another store or --to",
+            ));
+        }
         return Err(Error::failed(
             "a root holds one encoding; convert into another root".to_owned(),
             Some("pass a DEST directory other than the session's root".into()),
@@ -398,10 +479,11 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
         .block_on(store.backend.load_stored(&id))
         .map_err(|e| store.err(e, target.file.as_deref()))?
         .ok_or_else(|| store.err(session_persist::Error::NotFound { id: id.clone() }, None))?;
-    let source_file = target
-        .file
-        .clone()
-        .or_else(|| store.backend.log_path(&stored.meta).ok());
+    let source_file = target.file.clone().or_else(|| store.log_file(&stored.meta));
+    let source_location = || Location {
+        file: source_file.clone(),
+        ..Location::default()
+    };
     if stored.torn.is_some() {
         return Err(Error::failed_at(
             format!(
@@ -410,97 +492,137 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             Some(format!(
                 "run `sessionctl repair {id}` first (or `inspect` to see what it cuts)"
             )),
-            Location {
-                file: source_file,
-                ..Location::default()
-            },
+            source_location(),
         ));
     }
     if stored.events.is_empty() {
         return Err(Error::failed_at(
             format!("session \"{id}\" has no events; a log is only written with its first batch"),
             None,
-            Location {
-                file: source_file,
-                ..Location::default()
-            },
+            source_location(),
         ));
     }
-    if let Some((file, _)) = find_files(&dest_root, &id).first() {
-        return Err(Error::failed_at(
-            format!(
-                "session \"{id}\" already exists under {}",
-                dest_root.display()
-            ),
-            Some("choose another DEST root, or remove that session first".into()),
+    let exists = |file: Option<PathBuf>| {
+        Error::failed_at(
+            format!("session \"{id}\" already exists in {}", dest_at.spec()),
+            Some("choose another DEST, or remove that session first".into()),
             Location {
-                file: Some(file.clone()),
+                file: file.or_else(|| dest_at.path().map(Path::to_path_buf)),
                 ..Location::default()
             },
-        ));
+        )
+    };
+    match &dest_at {
+        StoreAt::Jsonl { root, .. } => {
+            if let Some((file, _)) = find_files(root, &id).first() {
+                return Err(exists(Some(file.clone())));
+            }
+        }
+        StoreAt::Postgres { .. } => {
+            let probe = Store::open(&dest_at)?;
+            let found = probe.lookup(&id)?;
+            probe.close()?;
+            if found.is_some() {
+                return Err(exists(None));
+            }
+        }
+        StoreAt::Sqlite { path } => {
+            if path.exists() {
+                let probe = Store::open(&dest_at)?;
+                let found = probe.lookup(&id)?;
+                probe.close()?;
+                if found.is_some() {
+                    return Err(exists(None));
+                }
+            }
+        }
     }
-    let dest = Store::open(&dest_root, to)?;
+    let dest = Store::open(&dest_at)?;
     let plan = batches(&stored.events);
     for (i, batch) in plan.iter().enumerate() {
         dest.block_on(dest.backend.append_batch(&stored.meta, batch, i > 0))
             .map_err(|e| dest.err(e, None))?;
     }
-    let dest_file = dest.backend.log_path(&stored.meta).ok();
+    let dest_file = dest.log_file(&stored.meta);
+    dest.close()?;
     // Verify: a fresh backend reads back the same header and events.
-    let check = Store::open(&dest_root, to)?;
+    let check = Store::open(&dest_at)?;
     let reread = check
         .block_on(check.backend.load_stored(&id))
         .map_err(|e| check.err(e, dest_file.as_deref()))?;
-    let verified = reread
-        .as_ref()
-        .is_some_and(|r| r.torn.is_none() && r.meta == stored.meta && r.events == stored.events);
+    let databases = store.jsonl().is_none() || check.jsonl().is_none();
+    // SQLite rows give events back in the live-append key order.
+    let fixed_order = store.sqlite().is_some() || check.sqlite().is_some();
+    let same_event = |a: &Event, b: &Event| {
+        a == b || (fixed_order && in_append_order(a).to_json() == in_append_order(b).to_json())
+    };
+    let verified = reread.as_ref().is_some_and(|r| {
+        r.torn.is_none()
+            && comparable_header(&r.meta) == comparable_header(&stored.meta)
+            && r.events.len() == stored.events.len()
+            && r.events
+                .iter()
+                .zip(stored.events.iter())
+                .all(|(a, b)| same_event(a, b))
+    });
     if !verified {
         return Err(Error::failed_at(
             format!("the converted log of \"{id}\" does not read back identical"),
             Some("the destination was left in place for examination".into()),
             Location {
-                file: dest_file,
+                file: dest_file.or_else(|| dest_at.path().map(Path::to_path_buf)),
                 ..Location::default()
             },
         ));
     }
-    let source_text = store
-        .block_on(store.persistence.read_raw(&id, None))
-        .ok()
-        .flatten()
-        .map(|r| r.content);
-    let dest_text = check
-        .block_on(check.persistence.read_raw(&id, None))
-        .ok()
-        .flatten()
-        .map(|r| r.content);
-    let text_identical = source_text.is_some() && source_text == dest_text;
-    let size = |p: &Option<PathBuf>| {
-        p.as_deref()
-            .and_then(|f| std::fs::metadata(f).ok())
-            .map_or(0, |m| m.len())
+    let events_identical = reread.as_ref().is_some_and(|r| {
+        r.events
+            .iter()
+            .zip(stored.events.iter())
+            .all(|(a, b)| a.to_json() == b.to_json())
+    });
+    let text_identical = if databases {
+        None
+    } else {
+        let source_text = store
+            .block_on(store.persistence.read_raw(&id, None))
+            .ok()
+            .flatten()
+            .map(|r| r.content);
+        let dest_text = check
+            .block_on(check.persistence.read_raw(&id, None))
+            .ok()
+            .flatten()
+            .map(|r| r.content);
+        Some(source_text.is_some() && source_text == dest_text)
     };
-    let (from_bytes, to_bytes) = (size(&source_file), size(&dest_file));
+    let from_bytes = stored_bytes(&store, &id, source_file.as_deref());
+    let to_bytes = stored_bytes(&check, &id, dest_file.as_deref());
     if inv.global.json {
-        let side = |file: &Option<PathBuf>, c: Compression, n: u64| {
+        let side = |at: &StoreAt, file: &Option<PathBuf>, n: u64| {
             obj([
                 (
                     "file",
                     opt_str(file.as_ref().map(|f| f.display().to_string())),
                 ),
-                ("compression", Value::from(c.as_str())),
+                ("compression", Value::from(at.encoding())),
+                ("store", Value::from(at.spec())),
                 ("bytes", num(n)),
             ])
         };
         let doc = obj([
             schema("convert"),
             ("id", Value::from(id.as_str())),
-            ("from", side(&source_file, target.compression, from_bytes)),
-            ("to", side(&dest_file, to, to_bytes)),
+            ("from", side(&target.at, &source_file, from_bytes)),
+            ("to", side(&dest_at, &dest_file, to_bytes)),
             ("events", num(stored.events.len() as u64)),
             ("batches", num(plan.len() as u64)),
             ("verified", Value::from(true)),
-            ("logicalTextIdentical", Value::from(text_identical)),
+            ("eventsIdentical", Value::from(events_identical)),
+            (
+                "logicalTextIdentical",
+                text_identical.map_or(Value::Null, Value::from),
+            ),
         ]);
         out.line(&doc.to_json())?;
     } else {
@@ -509,35 +631,53 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             "converted {id}: {} events in {} batches, {} → {}",
             stored.events.len(),
             plan.len(),
-            target.compression.as_str(),
-            to.as_str()
+            target.at.encoding(),
+            dest_at.encoding()
         )))?;
-        if let Some(f) = &source_file {
-            out.line(&format!("  from {} ({})", f.display(), bytes(from_bytes)))?;
-        }
-        if let Some(f) = &dest_file {
-            out.line(&format!("  to   {} ({})", f.display(), bytes(to_bytes)))?;
-        }
+        let place = |at: &StoreAt, file: &Option<PathBuf>| {
+            file.as_ref()
+                .map_or_else(|| at.spec(), |f| f.display().to_string())
+        };
         out.line(&format!(
-            "  verified: header and events read back identical; logical text {}",
-            if text_identical {
-                "identical"
-            } else {
-                "re-encoded (chunk packing differs)"
+            "  from {} ({})",
+            place(&target.at, &source_file),
+            bytes(from_bytes)
+        ))?;
+        out.line(&format!(
+            "  to   {} ({})",
+            place(&dest_at, &dest_file),
+            bytes(to_bytes)
+        ))?;
+        let detail = match (text_identical, events_identical) {
+            (Some(true), _) => "logical text identical",
+            (Some(false), _) => "logical text re-encoded (chunk packing differs)",
+            (None, true) => "every event byte-identical",
+            (None, false) => {
+                "envelope keys of some events in the database's fixed order (content identical)"
             }
+        };
+        out.line(&format!(
+            "  verified: header and events read back identical; {detail}"
         ))?;
     }
     check.close()?;
-    dest.close()?;
     store.close()
 }
 
 /// `seal`: rewrites a closed Zstandard log into its header frame and one frame per turn.
 pub(crate) fn seal(inv: &Invocation, out: &mut Out) -> Result<()> {
+    if inv.global.database.is_some() {
+        return Err(Error::usage(
+            "`seal` rewrites a zstd log file and works on JSONL stores only; a database store packs chunk rows as they are written and has nothing to seal",
+        ));
+    }
     let (target, store) = open_target(inv, inv.operand(0), false)?;
     let id = target.id.clone();
+    let Some(jsonl) = store.jsonl() else {
+        return Err(Error::usage("`seal` works on JSONL stores only"));
+    };
     let report = store
-        .block_on(store.backend.seal(&id))
+        .block_on(jsonl.seal(&id))
         .map_err(|e| store.err(e, target.file.as_deref()))?;
     #[allow(clippy::cast_precision_loss)] // sizes far below 2^52
     let ratio = if report.bytes_after > 0 {
@@ -552,7 +692,7 @@ pub(crate) fn seal(inv: &Invocation, out: &mut Out) -> Result<()> {
         let doc = obj([
             schema("seal"),
             ("id", Value::from(id.as_str())),
-            ("compression", Value::from(target.compression.as_str())),
+            ("compression", Value::from(target.at.encoding())),
             ("rewritten", Value::from(report.rewritten)),
             ("before", side(report.bytes_before, report.frames_before)),
             ("after", side(report.bytes_after, report.frames_after)),

@@ -26,7 +26,7 @@ use crate::json::num;
 use crate::output::{Out, Style, pad, truncate};
 use crate::render::{event_detail, message_heading, message_summary};
 use crate::report;
-use crate::store::{Store, Target, detect_root_compression};
+use crate::store::{Store, StoreAt, Target, detect_root_compression};
 
 /// The demo session's id.
 pub(crate) const DEMO_ID: &str = "demo";
@@ -238,7 +238,7 @@ pub(crate) fn writer(inv: &Invocation) -> Result<()> {
     let id = inv.operand(0).to_owned();
     let clock = Arc::new(FixedClock::new(T0));
     let shared: SharedClock = clock.clone();
-    let store = Store::open_with(&root, compression, shared)?;
+    let store = Store::open_with(&StoreAt::Jsonl { root, compression }, shared)?;
     let meta = v(&format!(r#"{{"cwd":{}}}"#, str_json(DEMO_CWD)));
     let (session, _detach) = store
         .sessions
@@ -568,6 +568,11 @@ fn section(out: &mut Out, n: u32, title: &str) -> Result<()> {
 
 /// `demo`.
 pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
+    if inv.global.database.is_some() {
+        return Err(Error::usage(
+            "`demo` runs on a JSONL root (its writer is killed mid-write to show a torn log); pass --root DIR or --store jsonl:DIR",
+        ));
+    }
     let s = out.style;
     let root = inv.global.root();
     let compression = inv
@@ -630,15 +635,17 @@ pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
     out.line(&format!("  {} {}", s.red("writer died:"), how))?;
 
     let target = Target {
-        root: root.clone(),
-        compression,
+        at: StoreAt::Jsonl {
+            root: root.clone(),
+            compression,
+        },
         id: DEMO_ID.to_owned(),
         file: None,
         staged: None,
     };
     let clock = Arc::new(FixedClock::new(T0 + 3_600_000));
     let shared: SharedClock = clock.clone();
-    let store = Store::open_with(&root, compression, shared)?;
+    let store = Store::open_with(&target.at, shared)?;
 
     section(out, 2, "what the disk holds (inspect: read-only)")?;
     let report = report::build(&store, &target)?;

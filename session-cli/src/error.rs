@@ -9,6 +9,7 @@ use session_fork::ForkError;
 use session_persist::Error as PersistError;
 
 use crate::json::{num, obj, opt_num, opt_str};
+use crate::store::StoreAt;
 
 /// Where a failure is: the file, and a line, byte offset or seq inside it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,10 +41,8 @@ pub(crate) enum Error {
         error: Box<PersistError>,
         /// The session log the command was working on.
         file: Option<PathBuf>,
-        /// The store root.
-        root: PathBuf,
-        /// Whether the root is a zstd root.
-        zstd: bool,
+        /// The store.
+        store: StoreAt,
     },
     /// A fork was refused.
     Fork {
@@ -149,17 +148,21 @@ impl Error {
     /// Where the failure is.
     pub(crate) fn location(&self) -> Location {
         match self {
-            Error::Persist {
-                error, file, zstd, ..
-            } => {
+            Error::Persist { error, file, store } => {
+                let zstd = store.is_zstd();
                 let mut loc = persist_location(error);
                 if loc.file.is_none() {
                     loc.file.clone_from(file);
                 }
-                if *zstd && loc.line.is_some() {
+                if loc.file.is_none()
+                    && let StoreAt::Sqlite { path } = store
+                {
+                    loc.file = Some(path.clone());
+                }
+                if zstd && loc.line.is_some() {
                     loc.in_plaintext = true;
                 }
-                if !*zstd
+                if !zstd
                     && loc.offset.is_none()
                     && let (Some(path), Some(line)) = (&loc.file, loc.line)
                 {
@@ -176,9 +179,7 @@ impl Error {
     pub(crate) fn hint(&self) -> Option<String> {
         match self {
             Error::Usage { .. } => Some("run `sessionctl help` for the commands and options".into()),
-            Error::Persist {
-                error, root, zstd, ..
-            } => persist_hint(error, root, *zstd),
+            Error::Persist { error, store, .. } => persist_hint(error, store),
             Error::Fork { hint, .. } | Error::Failed { hint, .. } => hint.clone(),
             Error::Violations { .. } => Some(
                 "each violation names the invariant and what was observed; the files were not changed"
@@ -359,13 +360,21 @@ fn io_hint(e: &io::Error) -> String {
     }
 }
 
-fn persist_hint(error: &PersistError, root: &Path, zstd: bool) -> Option<String> {
-    let root = root.display();
+fn persist_hint(error: &PersistError, store: &StoreAt) -> Option<String> {
+    let zstd = store.is_zstd();
     let other = if zstd { "none" } else { "zstd" };
     Some(match error.root() {
-        PersistError::NotFound { id } => format!(
-            "no session \"{id}\" is stored under {root}; `sessionctl --root {root} list` shows the stored sessions, or pass a session directory or file path"
-        ),
+        PersistError::NotFound { id } => match store {
+            StoreAt::Jsonl { root, .. } => format!(
+                "no session \"{id}\" is stored under {root}; `sessionctl --root {root} list` shows the stored sessions, or pass a session directory or file path",
+                root = root.display()
+            ),
+            StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } => format!(
+                "no session \"{id}\" is stored in {}; `sessionctl {} list` shows the stored sessions",
+                store.spec(),
+                store.option()
+            ),
+        },
         PersistError::EncodingMismatch { .. } => format!(
             "this root is opened as --compression {}; pass --compression {other} to read the file, or re-encode it with `sessionctl convert`",
             if zstd { "zstd" } else { "none" }

@@ -2,17 +2,18 @@
 //! converts and verifies stored agent sessions, appends to them, and runs a demo.
 //!
 //! Primary pieces: the hand-written argument parser (`args`), session resolution and the
-//! store (`store`: an id under `--root`, a session directory or a session file), the inspect
-//! report (`report`), one module per command group, and the crate's `Error`, which carries
-//! the file, line, byte offset or seq of a failure and a hint on what to do.
+//! store (`store`: a JSONL root or a `SQLite` database named by `--store`; an id, a session
+//! directory or a session file), the inspect report (`report`), one module per command group,
+//! and the crate's `Error`, which carries the file, line, byte offset or seq of a failure and
+//! a hint on what to do.
 //!
 //! # Key design decision
 //!
 //! Every command goes through the same persistence service an agent harness uses
-//! (`session_persist::Persistence` over the JSONL backend): read commands use its `inspect`
-//! (never writes), `repair` its `load`, `append` and `fork` its write-behind path with flush
-//! barriers. Output is streamed line by line, so large sessions print promptly and memory is
-//! bounded by the session itself.
+//! (`session_persist::Persistence` over the store's backend, JSONL or `SQLite`, one variant of
+//! `store::Backing` each): read commands use its `inspect` (never writes), `repair` its
+//! `load`, `append` and `fork` its write-behind path with flush barriers. Output is streamed
+//! line by line, so large sessions print promptly and memory is bounded by the session itself.
 //!
 //! # Example
 //!

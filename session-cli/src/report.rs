@@ -14,7 +14,7 @@ use crate::json::{num, obj, opt_num, opt_str, seqs};
 use crate::output::{Out, bytes, table, utc};
 use crate::progress::with_spinner;
 use crate::render::{event_detail, join_seqs};
-use crate::store::{Store, Target};
+use crate::store::{Store, StoreAt, Target};
 
 /// A torn tail found by the scanner.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,8 +47,8 @@ pub(crate) struct Report {
     pub(crate) id: String,
     /// The log file.
     pub(crate) file: Option<PathBuf>,
-    /// The encoding.
-    pub(crate) compression: Compression,
+    /// The store.
+    pub(crate) store: StoreAt,
     /// The file size.
     pub(crate) file_bytes: Option<u64>,
     /// Whether the file was read through a staged link (outside its layout path).
@@ -192,7 +192,7 @@ pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
     Ok(Report {
         id,
         file,
-        compression: target.compression,
+        store: target.at.clone(),
         file_bytes,
         staged: target.is_staged(),
         meta: inspection.meta,
@@ -263,7 +263,11 @@ impl Report {
                 "file",
                 opt_str(self.file.as_ref().map(|f| f.display().to_string())),
             ),
-            ("compression", Value::from(self.compression.as_str())),
+            (
+                "compression",
+                opt_str(self.store.compression().map(Compression::as_str)),
+            ),
+            ("store", Value::from(self.store.spec())),
             ("fileBytes", opt_num(self.file_bytes)),
             ("inLayout", Value::from(!self.staged)),
             ("header", self.meta.to_value()),
@@ -311,9 +315,9 @@ impl Report {
         field("session", self.id.clone());
         if let Some(file) = &self.file {
             let size = self.file_bytes.map(bytes).unwrap_or_default();
-            let enc = match self.compression {
-                Compression::Zstd => "zstd",
-                Compression::None => "plain",
+            let enc = match self.store.compression() {
+                Some(Compression::Zstd) => "zstd",
+                Some(Compression::None) | None => "plain",
             };
             let outside = if self.staged {
                 ", outside a store layout: read through a temporary link"
@@ -324,6 +328,8 @@ impl Report {
                 "file",
                 format!("{} ({enc}, {size}{outside})", file.display()),
             );
+        } else if self.store.compression().is_none() {
+            field("store", self.store.spec());
         }
         field(
             "created",

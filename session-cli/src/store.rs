@@ -1,5 +1,6 @@
-//! Finding sessions (an id under a root, a session directory or a session file) and opening
-//! the store they live in.
+//! Finding sessions (an id under a root or in a database, a session directory or a session
+//! file) and opening the store they live in: a JSONL root or a `SQLite` database, one variant
+//! each of [`StoreAt`] and [`Backing`].
 
 use std::future::Future;
 use std::io::{BufRead, BufReader, Read};
@@ -10,7 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use session_core::clock::system_clock;
 use session_core::json::Value;
 use session_persist::jsonl::layout::{LOGICAL_FILE_NAME, encode_segment, log_path};
-use session_persist::{Compression, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions};
+use session_persist::{
+    Backend, Compression, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions,
+};
+use session_persist_postgres::{PostgresBackend, PostgresOptions};
+use session_persist_sqlite::{SqliteBackend, SqliteConfig};
 use session_store::SessionStore;
 
 use crate::args::Global;
@@ -19,16 +24,135 @@ use crate::error::{Error, Location, Result};
 /// The zstd file name.
 pub(crate) const ZSTD_FILE_NAME: &str = "session.jsonl.zstd";
 
+/// Where a store lives: the kinds of store `--store SPEC` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoreAt {
+    /// A JSONL root and its encoding (`jsonl:DIR`, `--root DIR`).
+    Jsonl {
+        /// The root directory.
+        root: PathBuf,
+        /// The root's encoding.
+        compression: Compression,
+    },
+    /// One `SQLite` database file holding every session (`sqlite:PATH`).
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// A `PostgreSQL` database (`postgres://…`).
+    Postgres {
+        /// The connection URL as given (it may hold a password: show [`StoreAt::spec`]).
+        url: String,
+    },
+}
+
+/// `url` with any password replaced by `***` (in the user info and in a `password=` query
+/// parameter).
+fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let (scheme, rest) = url.split_at(scheme_end);
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rfind('@') {
+        Some(at) => {
+            let (info, host) = authority.split_at(at);
+            match info.split_once(':') {
+                Some((user, _)) => format!("{user}:***{host}"),
+                None => authority.to_owned(),
+            }
+        }
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => kv.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
+impl StoreAt {
+    /// The store spec as `--store` takes it (`jsonl:/abs/root`, `sqlite:/abs/db`,
+    /// `postgres://user:***@host/db`: passwords are never shown).
+    pub(crate) fn spec(&self) -> String {
+        match self {
+            StoreAt::Jsonl { root, .. } => format!("jsonl:{}", root.display()),
+            StoreAt::Sqlite { path } => format!("sqlite:{}", path.display()),
+            StoreAt::Postgres { url } => redact_url(url),
+        }
+    }
+
+    /// The store's directory or file (`None` for a database server).
+    pub(crate) fn path(&self) -> Option<&Path> {
+        match self {
+            StoreAt::Jsonl { root, .. } => Some(root),
+            StoreAt::Sqlite { path } => Some(path),
+            StoreAt::Postgres { .. } => None,
+        }
+    }
+
+    /// The encoding of a JSONL store.
+    pub(crate) fn compression(&self) -> Option<Compression> {
+        match self {
+            StoreAt::Jsonl { compression, .. } => Some(*compression),
+            StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } => None,
+        }
+    }
+
+    /// The encoding name shown in reports: `zstd`, `none`, `sqlite` or `postgres`.
+    pub(crate) fn encoding(&self) -> &'static str {
+        match self {
+            StoreAt::Jsonl { compression, .. } => compression.as_str(),
+            StoreAt::Sqlite { .. } => "sqlite",
+            StoreAt::Postgres { .. } => "postgres",
+        }
+    }
+
+    /// Whether this is a zstd JSONL root.
+    pub(crate) fn is_zstd(&self) -> bool {
+        self.compression() == Some(Compression::Zstd)
+    }
+
+    /// The global option that names this store on a command line (for hints).
+    pub(crate) fn option(&self) -> String {
+        match self {
+            StoreAt::Jsonl { root, .. } => format!("--root {}", root.display()),
+            StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } => {
+                format!("--store {}", self.spec())
+            }
+        }
+    }
+
+    /// Whether the same store: the same JSONL root (whatever the encoding) or database.
+    pub(crate) fn same_place(&self, other: &StoreAt) -> bool {
+        let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        match (self, other) {
+            (StoreAt::Jsonl { root: a, .. }, StoreAt::Jsonl { root: b, .. })
+            | (StoreAt::Sqlite { path: a }, StoreAt::Sqlite { path: b }) => abs(a) == abs(b),
+            (StoreAt::Postgres { url: a }, StoreAt::Postgres { url: b }) => a == b,
+            _ => false,
+        }
+    }
+}
+
 /// A session named on the command line.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
-    /// The store root.
-    pub(crate) root: PathBuf,
-    /// The root's encoding.
-    pub(crate) compression: Compression,
+    /// The store it lives in.
+    pub(crate) at: StoreAt,
     /// The session id.
     pub(crate) id: String,
-    /// The session's log file, when it exists.
+    /// The session's log file, when it exists (JSONL stores).
     pub(crate) file: Option<PathBuf>,
     /// The temporary root a file outside its layout path is read through.
     pub(crate) staged: Option<Arc<Staged>>,
@@ -39,6 +163,22 @@ impl Target {
     /// path).
     pub(crate) fn is_staged(&self) -> bool {
         self.staged.is_some()
+    }
+
+    /// A JSONL target.
+    fn jsonl(
+        root: PathBuf,
+        compression: Compression,
+        id: String,
+        file: Option<PathBuf>,
+        staged: Option<Arc<Staged>>,
+    ) -> Target {
+        Target {
+            at: StoreAt::Jsonl { root, compression },
+            id,
+            file,
+            staged,
+        }
     }
 }
 
@@ -143,6 +283,17 @@ pub(crate) fn find_files(root: &Path, id: &str) -> Vec<(PathBuf, Compression)> {
 
 /// Resolves a SESSION operand: a session file, a session directory, or an id under the root.
 pub(crate) fn resolve(arg: &str, global: &Global, read_only: bool) -> Result<Target> {
+    if let Some(at) = global.database() {
+        if arg.is_empty() {
+            return Err(Error::usage("SESSION must not be empty"));
+        }
+        return Ok(Target {
+            at,
+            id: arg.to_owned(),
+            file: None,
+            staged: None,
+        });
+    }
     let path = Path::new(arg);
     if path.is_file() {
         return from_file(path, read_only);
@@ -192,13 +343,7 @@ pub(crate) fn resolve(arg: &str, global: &Global, read_only: bool) -> Result<Tar
         .find(|(_, c)| *c == compression)
         .or(files.first())
         .map(|(f, _)| f.clone());
-    Ok(Target {
-        root,
-        compression,
-        id: arg.to_owned(),
-        file,
-        staged: None,
-    })
+    Ok(Target::jsonl(root, compression, arg.to_owned(), file, None))
 }
 
 /// A temporary root holding a link to a session file that is not at its layout path; removed
@@ -311,16 +456,17 @@ fn from_file(file: &Path, read_only: bool) -> Result<Target> {
     let absolute = std::path::absolute(file).map_err(|e| Error::io("resolve", file, &e))?;
     let dir = absolute.parent();
     let root = dir.and_then(Path::parent).and_then(Path::parent);
-    let in_layout = |root: &Path| Target {
-        root: root.to_path_buf(),
-        compression,
-        id: dir
-            .and_then(Path::file_name)
-            .and_then(|n| n.to_str())
-            .and_then(decode_segment)
-            .unwrap_or_default(),
-        file: Some(absolute.clone()),
-        staged: None,
+    let in_layout = |root: &Path| {
+        Target::jsonl(
+            root.to_path_buf(),
+            compression,
+            dir.and_then(Path::file_name)
+                .and_then(|n| n.to_str())
+                .and_then(decode_segment)
+                .unwrap_or_default(),
+            Some(absolute.clone()),
+            None,
+        )
     };
     let place = match placement(&absolute, compression) {
         Ok(p) => p,
@@ -328,13 +474,13 @@ fn from_file(file: &Path, read_only: bool) -> Result<Target> {
         Err(e) => return root.map(in_layout).ok_or(e),
     };
     if let Some(root) = &place.root {
-        return Ok(Target {
-            root: root.clone(),
+        return Ok(Target::jsonl(
+            root.clone(),
             compression,
-            id: place.id,
-            file: Some(absolute),
-            staged: None,
-        });
+            place.id,
+            Some(absolute),
+            None,
+        ));
     }
     if !read_only {
         return Err(Error::failed_at(
@@ -350,13 +496,13 @@ fn from_file(file: &Path, read_only: bool) -> Result<Target> {
         ));
     }
     let staged = stage(&absolute, compression, &place)?;
-    Ok(Target {
-        root: staged.root().to_path_buf(),
+    Ok(Target::jsonl(
+        staged.root().to_path_buf(),
         compression,
-        id: place.id,
-        file: Some(absolute),
-        staged: Some(Arc::new(staged)),
-    })
+        place.id,
+        Some(absolute),
+        Some(Arc::new(staged)),
+    ))
 }
 
 /// The `id` of a header record.
@@ -407,33 +553,84 @@ pub(crate) fn read_header(file: &Path, compression: Compression) -> Result<Value
     })
 }
 
-/// An open store: a runtime, the JSONL backend and the persistence service over it.
+/// A stored session found by [`Store::lookup`].
+pub(crate) struct Stored {
+    /// Its log file (JSONL stores).
+    pub(crate) file: Option<PathBuf>,
+}
+
+/// The backend of an open store, by kind.
+pub(crate) enum Backing {
+    /// A JSONL root.
+    Jsonl(Arc<JsonlBackend>),
+    /// A `SQLite` database.
+    Sqlite(Arc<SqliteBackend>),
+    /// A `PostgreSQL` database.
+    Postgres(Arc<PostgresBackend>),
+}
+
+impl Backing {
+    /// Opens the backend of `at` (a file store creates nothing before the first write; a
+    /// `PostgreSQL` store connects, and creates its tables when missing).
+    fn open(
+        at: &StoreAt,
+        rt: &tokio::runtime::Runtime,
+    ) -> std::result::Result<Backing, session_persist::Error> {
+        Ok(match at {
+            StoreAt::Jsonl { root, compression } => Backing::Jsonl(Arc::new(JsonlBackend::open(
+                JsonlConfig::new(root).compression(*compression),
+            )?)),
+            StoreAt::Sqlite { path } => {
+                let config = SqliteConfig::new(path.to_string_lossy().into_owned());
+                Backing::Sqlite(Arc::new(SqliteBackend::new(config)?))
+            }
+            StoreAt::Postgres { url } => Backing::Postgres(Arc::new(
+                rt.block_on(PostgresBackend::connect(url, PostgresOptions::default()))?,
+            )),
+        })
+    }
+
+    /// The backend behind the persistence contract.
+    fn as_dyn(&self) -> Arc<dyn Backend> {
+        match self {
+            Backing::Jsonl(b) => b.clone(),
+            Backing::Sqlite(b) => b.clone(),
+            Backing::Postgres(b) => b.clone(),
+        }
+    }
+}
+
+/// An open store: a runtime, its backend and the persistence service over it.
 pub(crate) struct Store {
     rt: tokio::runtime::Runtime,
+    /// The backend, by kind.
+    pub(crate) backing: Backing,
     /// The backend.
-    pub(crate) backend: Arc<JsonlBackend>,
+    pub(crate) backend: Arc<dyn Backend>,
     /// The persistence service.
     pub(crate) persistence: Persistence,
     /// The session store the service persists.
     pub(crate) sessions: SessionStore,
-    /// The root as given.
-    pub(crate) root: PathBuf,
-    /// The root's encoding.
-    pub(crate) compression: Compression,
+    /// Where the store is.
+    pub(crate) at: StoreAt,
 }
 
 impl Store {
-    /// Opens the store at `root` with `compression`.
-    pub(crate) fn open(root: &Path, compression: Compression) -> Result<Store> {
-        Store::open_with(root, compression, system_clock())
+    /// Opens the store at `at`.
+    pub(crate) fn open(at: &StoreAt) -> Result<Store> {
+        Store::open_with(at, system_clock())
     }
 
     /// Opens the store with a given clock for new sessions.
-    pub(crate) fn open_with(
-        root: &Path,
-        compression: Compression,
-        clock: session_core::SharedClock,
-    ) -> Result<Store> {
+    pub(crate) fn open_with(at: &StoreAt, clock: session_core::SharedClock) -> Result<Store> {
+        if let StoreAt::Sqlite { path } = at
+            && path.to_str().is_none()
+        {
+            return Err(Error::usage(format!(
+                "the database path {} is not valid UTF-8",
+                path.display()
+            )));
+        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -441,16 +638,13 @@ impl Store {
         let wrap = |error| Error::Persist {
             error: Box::new(error),
             file: None,
-            root: root.to_path_buf(),
-            zstd: compression == Compression::Zstd,
+            store: at.clone(),
         };
-        let backend = Arc::new(
-            JsonlBackend::open(JsonlConfig::new(root).compression(compression)).map_err(wrap)?,
-        );
+        let backing = Backing::open(at, &rt).map_err(wrap)?;
+        let backend = backing.as_dyn();
         let sessions = SessionStore::new(clock);
-        let dyn_backend: Arc<dyn session_persist::Backend> = backend.clone();
         let persistence = Persistence::new(
-            dyn_backend,
+            backend.clone(),
             sessions.clone(),
             PersistenceOptions {
                 runtime: Some(rt.handle().clone()),
@@ -460,17 +654,53 @@ impl Store {
         .map_err(wrap)?;
         Ok(Store {
             rt,
+            backing,
             backend,
             persistence,
             sessions,
-            root: root.to_path_buf(),
-            compression,
+            at: at.clone(),
         })
     }
 
     /// Opens the store of a target.
     pub(crate) fn for_target(target: &Target) -> Result<Store> {
-        Store::open(&target.root, target.compression)
+        Store::open(&target.at)
+    }
+
+    /// The JSONL backend, for a JSONL store.
+    pub(crate) fn jsonl(&self) -> Option<&JsonlBackend> {
+        match &self.backing {
+            Backing::Jsonl(b) => Some(b),
+            Backing::Sqlite(_) | Backing::Postgres(_) => None,
+        }
+    }
+
+    /// The `SQLite` backend, for a `SQLite` store.
+    pub(crate) fn sqlite(&self) -> Option<&SqliteBackend> {
+        match &self.backing {
+            Backing::Sqlite(b) => Some(b),
+            Backing::Jsonl(_) | Backing::Postgres(_) => None,
+        }
+    }
+
+    /// The log file of a stored session (JSONL stores).
+    pub(crate) fn log_file(&self, meta: &session_core::SessionHeader) -> Option<PathBuf> {
+        self.jsonl().and_then(|b| b.log_path(meta).ok())
+    }
+
+    /// Whether session `id` is stored (on a JSONL root: in either encoding), and in which
+    /// file.
+    pub(crate) fn lookup(&self, id: &str) -> Result<Option<Stored>> {
+        match &self.at {
+            StoreAt::Jsonl { root, .. } => Ok(find_files(root, id)
+                .into_iter()
+                .next()
+                .map(|(f, _)| Stored { file: Some(f) })),
+            StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } => Ok(self
+                .block_on(self.backend.read_stored_revision(id))
+                .map_err(|e| self.err(e, None))?
+                .map(|_| Stored { file: None })),
+        }
     }
 
     /// Runs a future to completion on the store's runtime.
@@ -483,26 +713,23 @@ impl Store {
         Error::Persist {
             error: Box::new(error),
             file: file.map(Path::to_path_buf),
-            root: self.root.clone(),
-            zstd: self.compression == Compression::Zstd,
+            store: self.at.clone(),
         }
     }
 
-    /// Drains and closes the service (releasing writer locks).
+    /// Drains and closes the service and its backend (releasing writer locks).
     pub(crate) fn close(self) -> Result<()> {
         let Store {
             rt,
             persistence,
-            root,
-            compression,
+            at,
             ..
         } = self;
         rt.block_on(persistence.dispose())
             .map_err(|error| Error::Persist {
                 error: Box::new(error),
                 file: None,
-                root,
-                zstd: compression == Compression::Zstd,
+                store: at,
             })
     }
 }

@@ -303,7 +303,11 @@ fn help_and_version_exit_0() {
     let r = run(&["--help"]).ok();
     assert!(r.stdout.starts_with("sessionctl:"));
     let r = run(&["help", "fork"]).ok();
-    assert!(r.stdout.contains("sessionctl [--root DIR]"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("sessionctl [--store SPEC | --root DIR]"),
+        "{}",
+        r.stdout
+    );
     assert!(
         r.stdout
             .contains("fork SESSION [--at SEQ] [--id NEW] [--json]"),

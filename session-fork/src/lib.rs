@@ -10,9 +10,11 @@
 //! The child does not copy its inherited events: its seed is [`Events::prefix`] of the
 //! parent's frozen snapshot, so it shares the parent's storage (O(log n)) while its log is
 //! exactly what the reference produces: the prefix verbatim, then a `session/end-seed` marker
-//! unless the prefix already ends with one. Store-level checks (a child id that already
-//! exists, resolving the source by id) belong to the store; this crate exposes the error
-//! constructors it needs.
+//! unless the prefix already ends with one. Forking a live [`Session`] ([`fork_session`]) also
+//! shares the parent's derived state at the boundary, since the prefix was validated when it
+//! was appended; a log given as events ([`fork_events`]) is revalidated as a seed. Store-level
+//! checks (a child id that already exists, resolving the source by id) belong to the store;
+//! this crate exposes the error constructors it needs.
 //!
 //! # Example
 //!
@@ -343,19 +345,27 @@ pub fn fork_events(
 /// the source's `cwd`, and records `parentSession` = the source id and `seedLength` = the
 /// number of inherited events. `origin`, `delegationDepth`, `agentPreset` and the source's
 /// `createdAt` are not inherited.
+///
+/// The source's events were validated when they entered it, so the child is built by
+/// [`Session::fork_child`]: it shares the source's prefix and its derived state at the boundary
+/// (surface, messages, request folds, transcript) instead of revalidating the prefix, and is
+/// the same session [`fork_events`] builds from `source.events()`. Cost: O(log n) plus the
+/// backward scan of [`resolve_boundary`].
 pub fn fork_session(
     source: &Session,
     boundary: Option<&Value>,
     child_id: &str,
     clock: SharedClock,
 ) -> Result<Session> {
-    let header = source.header();
-    fork_events(
-        source.id(),
-        header.cwd.as_deref(),
-        &source.events(),
-        boundary,
+    let source_id = source.id();
+    let seed_length = resolve_boundary(&source.events(), source_id, boundary)?;
+    let header = child_header(
         child_id,
-        clock,
-    )
+        clock.now_ms(),
+        source.header().cwd.as_deref(),
+        source_id,
+        seed_length,
+    );
+    let child = source.fork_child(seed_length, child_id, Some(header), clock)?;
+    Ok(child)
 }

@@ -458,3 +458,152 @@ fn child_header_key_order() {
         r#"{"version":0,"id":"c","createdAt":7,"cwd":"/x","parentSession":"p","seedLength":0}"#
     );
 }
+
+/// Appends a closed turn: a user message, a step with `chunks` chunks and an assistant
+/// message; every third turn also compacts the oldest surface nodes (a replace that reaches
+/// back across earlier turns), and every fifth sets a request context.
+fn long_turn(s: &mut Session, turn: u32, chunks: usize) {
+    s.append(plain("turn/start", &format!(r#"{{"turn":{turn}}}"#)))
+        .unwrap();
+    s.append(user(&format!("u{turn}"))).unwrap();
+    s.append(plain(
+        "step/start",
+        &format!(r#"{{"turn":{turn},"step":1}}"#),
+    ))
+    .unwrap();
+    for _ in 0..chunks {
+        s.append(plain(
+            "assistant/chunk",
+            &format!(
+                r#"{{"turn":{turn},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"t"}}}}"#
+            ),
+        ))
+        .unwrap();
+    }
+    s.append(assistant(turn, 1, None)).unwrap();
+    if turn.is_multiple_of(5) {
+        s.append(plain("request/context", &format!(r#"{{"turn":{turn}}}"#)))
+            .unwrap();
+    }
+    if turn.is_multiple_of(3) {
+        let nodes = s.surface_nodes().to_vec();
+        let range = &nodes[..nodes.len().min(4)];
+        let compaction = Draft::new(
+            "user/message",
+            v(&format!(
+                r#"{{"id":"c{turn}","role":"user","source":{{"kind":"compaction"}},"content":[]}}"#
+            )),
+        )
+        .replace_op(range[0], range[range.len() - 1])
+        .sources(range);
+        s.append(compaction).unwrap();
+    }
+    s.append(plain("step/end", &format!(r#"{{"turn":{turn},"step":1}}"#)))
+        .unwrap();
+    s.append(plain(
+        "turn/end",
+        &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+    ))
+    .unwrap();
+}
+
+/// Everything a fork child exposes, for comparing two children.
+fn observable(s: &Session) -> String {
+    let events: Vec<String> = s.events().iter().map(Event::to_json).collect();
+    let positions: Vec<Option<usize>> = (0..=s.seq()).map(|q| s.surface().position(q)).collect();
+    format!(
+        "{:?}\n{:?}\n{} {}\n{:?}\n{:?} {}\n{:?}\n{:?}\n{:?}\n{}",
+        events,
+        s.header(),
+        s.seq(),
+        s.first_live_seq(),
+        s.surface_nodes(),
+        positions,
+        s.replace_generation(),
+        s.derive_messages(),
+        s.request_header(),
+        s.request_context(),
+        s.transcript().len(),
+    )
+}
+
+#[test]
+// session-core §8.6 #136-#138: a fork of a live session (sharing the parent's derived state at
+// checkpoints) is the session the validating path builds, at every closed-turn boundary of a
+// log that crosses several checkpoints, and it continues the same way.
+fn shared_fork_matches_validating_fork_across_checkpoints() {
+    let mut parent = session("parent");
+    let mut turn = 0;
+    while parent.seq() < 1_300 {
+        turn += 1;
+        long_turn(&mut parent, turn, (turn as usize * 7) % 40);
+    }
+    let closed: Vec<u64> = parent
+        .events()
+        .iter()
+        .filter(|e| e.event_type() == "turn/end")
+        .map(Event::seq)
+        .collect();
+    assert!(closed.len() > 20);
+    for b in closed {
+        let boundary = Value::from(u32::try_from(b).unwrap());
+        let mut shared = fork_session(&parent, Some(&boundary), "child", clock()).unwrap();
+        let mut validated = fork_events(
+            "parent",
+            Some("/work"),
+            &parent.events(),
+            Some(&boundary),
+            "child",
+            clock(),
+        )
+        .unwrap();
+        assert_eq!(observable(&shared), observable(&validated), "fork at {b}");
+        assert!(shared.transcript() == validated.transcript(), "fork at {b}");
+        // The inherited events are the parent's frozen objects.
+        assert!(shared.event(b).unwrap().ptr_eq(parent.event(b).unwrap()));
+        long_turn(&mut shared, 10_000, 3);
+        long_turn(&mut validated, 10_000, 3);
+        assert_eq!(
+            observable(&shared),
+            observable(&validated),
+            "continued fork at {b}"
+        );
+        assert!(
+            shared.transcript() == validated.transcript(),
+            "continued fork at {b}"
+        );
+    }
+}
+
+#[test]
+// session-core §8.6 #136-#138 and §2.8: a restored parent whose events keep non-JavaScript
+// number spellings forks into the same child as the validating path (which rewrites them),
+// and one whose events are in append form shares them.
+fn restored_parent_forks_like_the_validating_path() {
+    let respelled = [
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1.0}}"#,
+        r#"{"type":"turn/end","seq":1,"time":2,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+    let plain_seed = [
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
+        r#"{"type":"turn/end","seq":1,"time":2,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+    for seed in [respelled, plain_seed] {
+        let values: Vec<Value> = seed.iter().map(|t| v(t)).collect();
+        let parent = Session::from_restore("parent", values, &header("parent"), clock()).unwrap();
+        for b in [1u32, 2] {
+            let boundary = Value::from(b);
+            let shared = fork_session(&parent, Some(&boundary), "child", clock()).unwrap();
+            let validated = fork_events(
+                "parent",
+                Some("/work"),
+                &parent.events(),
+                Some(&boundary),
+                "child",
+                clock(),
+            )
+            .unwrap();
+            assert_eq!(observable(&shared), observable(&validated), "fork at {b}");
+        }
+    }
+}

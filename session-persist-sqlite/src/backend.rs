@@ -26,14 +26,33 @@ use session_core::{Event, SessionHeader};
 use session_persist::{Backend, Revision, StoredPrefix, StoredSuffix, TornMarker};
 
 use crate::error::{Error, Result};
+use crate::schema::RowData;
 use crate::store::Store;
-use crate::{BACKEND_NAME, JournalMode, MEMORY_PATH, path};
+use crate::{BACKEND_NAME, JournalMode, MEMORY_PATH, codec, path};
 
 /// `DEFAULT_BUSY_TIMEOUT_MS`.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5_000;
 
 /// The largest accepted `busyTimeoutMs`.
 pub const MAX_BUSY_TIMEOUT_MS: u64 = 2_147_483_647;
+
+/// What one session's rows hold ([`SqliteBackend::row_stats`]); byte counts are of the
+/// stored values, not of the database pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RowStats {
+    /// Physical rows.
+    pub rows: u64,
+    /// Packed chunk rows among them.
+    pub packed_rows: u64,
+    /// Rows whose `data` is a zstd BLOB.
+    pub compressed_rows: u64,
+    /// Bytes of the `data` values as stored (TEXT as UTF-8, BLOBs compressed).
+    pub data_bytes: u64,
+    /// Bytes of the `data` values as JSON text (BLOBs decompressed).
+    pub text_bytes: u64,
+    /// Bytes of the `type`, `source_event_seqs` and `surface_op` values.
+    pub column_bytes: u64,
+}
 
 /// The backend's configuration (`path`, `journalMode`, `busyTimeoutMs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,6 +308,38 @@ impl SqliteBackend {
     pub async fn snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
         let listed = self.run(Store::list).await?;
         Ok(listed.into_iter().map(|m| (m.meta, m.revision)).collect())
+    }
+
+    /// What a session occupies in the database, measured from its rows (`None`: no such
+    /// session). Decompresses every compressed `data` value once, so it costs a full read.
+    pub async fn row_stats(&self, id: &str) -> Result<Option<RowStats>> {
+        let id = id.to_owned();
+        let rows = self.run(move |s| s.physical_rows(&id)).await?;
+        let Some(rows) = rows else {
+            return Ok(None);
+        };
+        let mut stats = RowStats::default();
+        for row in &rows {
+            stats.rows += 1;
+            if codec::is_packed(row) {
+                stats.packed_rows += 1;
+            }
+            let stored = match &row.data {
+                RowData::Text(t) => t.len(),
+                RowData::Blob(b) => {
+                    stats.compressed_rows += 1;
+                    b.len()
+                }
+            };
+            stats.data_bytes += stored as u64;
+            stats.text_bytes += codec::decode_data(&row.data, codec::MAX_SCALAR_DATA_BYTES)
+                .map_or(stored, |t| t.len()) as u64;
+            stats.column_bytes += (row.ty.len()
+                + row.source_event_seqs.as_ref().map_or(0, Vec::len)
+                + row.surface_op.as_ref().map_or(0, String::len))
+                as u64;
+        }
+        Ok(Some(stats))
     }
 
     /// [`Backend::close`] with this crate's error type. Closing a store that never opened

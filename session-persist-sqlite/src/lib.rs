@@ -4,8 +4,9 @@
 //! `DSHP`).
 //!
 //! Primary types: [`SqliteBackend`] configured by [`SqliteConfig`] (with [`JournalMode`]),
-//! implementing [`session_persist::Backend`]; the physical row codec in [`codec`] and the
-//! schema and row decoding in [`schema`]; the crate's [`Error`].
+//! implementing [`session_persist::Backend`], with [`RowStats`] for what a session's rows
+//! hold; the physical row codec in [`codec`] and the schema and row decoding in [`schema`];
+//! the crate's [`Error`].
 //!
 //! # Key design decision
 //!
@@ -22,7 +23,15 @@
 //! Differences from the JSONL backend that are kept on purpose: an absent `delegationDepth`
 //! stays absent, any undecodable row after the last durable `turn/end` is a removable torn
 //! tail, logical ignorable events named like a packed-row tag are stored (as scalar rows), and
-//! there is no `locate` and no raw artifact. Unknown header fields are not stored.
+//! there is no `locate` and no raw artifact. Unknown header fields are not stored. A row holds
+//! an event's envelope as columns, so every event is read back with its keys in the
+//! live-append order (`type, seq, time, data, sourceEventSeqs?, surfaceOp?, ignorable?`): a
+//! crash closer (written `surfaceOp` first) or a seeded event with keys in another order
+//! comes back with the same content in that order.
+//!
+//! The workspace's backend suite runs against this backend in `tests/backend_suite.rs`
+//! (every case passes; it declares torn tails, seeking reads, revisions that change on every
+//! write, seq checks and the fixed envelope order).
 //!
 //! # Example
 //!
@@ -69,7 +78,9 @@ mod sql;
 mod store;
 pub mod uuid;
 
-pub use backend::{DEFAULT_BUSY_TIMEOUT_MS, MAX_BUSY_TIMEOUT_MS, SqliteBackend, SqliteConfig};
+pub use backend::{
+    DEFAULT_BUSY_TIMEOUT_MS, MAX_BUSY_TIMEOUT_MS, RowStats, SqliteBackend, SqliteConfig,
+};
 pub use error::{Error, Result};
 pub use rusqlite;
 

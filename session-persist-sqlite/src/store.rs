@@ -278,6 +278,16 @@ impl Store {
         Ok(Some((self.stored_meta(&row)?, scan)))
     }
 
+    /// The physical rows of a session, read in one transaction (`None`: no session row).
+    pub(crate) fn physical_rows(&self, id: &str) -> Result<Option<Vec<EventRow>>> {
+        self.transaction(sql::BEGIN, "read", |s| {
+            if s.session_row(id)?.is_none() {
+                return Ok(None);
+            }
+            Ok(Some(s.all_rows(id)?))
+        })
+    }
+
     /// `readStoredRevision`: one select, no transaction.
     pub(crate) fn read_stored_revision(&self, id: &str) -> Result<Option<Revision>> {
         Ok(self.session_row(id)?.map(|row| self.revision(&row)))

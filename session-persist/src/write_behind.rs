@@ -20,8 +20,13 @@
 //!   item is weighed ([`BatchSink::weigh`]); once the pending weight reaches
 //!   [`WriteBehindOptions::max_pending_bytes`], the controller does not wait for the window: it
 //!   starts a write immediately, or right after the running one. Admission itself never blocks
-//!   and never fails, so memory stays bounded only as long as storage keeps up; while storage is
-//!   failing, retries still follow the pause rule above instead of hammering the backend.
+//!   and never fails: `append` is synchronous and in memory by contract, so the producer is
+//!   never slowed by the disk. The buffer is bounded instead: a pending item is a shared
+//!   reference to an event that the session's in-memory log already holds (an `Event` is an
+//!   `Arc`), so when storage is slower than the producer the queue costs a 16-byte
+//!   entry per unwritten event on top of the session itself, and memory stays bounded by the
+//!   session's own size. While storage is failing, retries still follow the pause rule above
+//!   instead of hammering the backend.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};

@@ -385,15 +385,47 @@ fn line_offset(bytes: &[u8], needle: &[u8]) -> usize {
 
 // ---- Permissions ----
 
+/// The root a privilege-dropped child of [`an_unreadable_log_is_an_eacces_error`] reads.
+const EACCES_ROOT: &str = "REL_HOSTILE_EACCES_ROOT";
+
+/// The unprivileged user and group the root case drops to (`nobody` / `nogroup`).
+const UNPRIVILEGED: u32 = 65_534;
+
+/// `setpriv`, if installed.
+fn setpriv() -> Option<PathBuf> {
+    [
+        "/usr/bin/setpriv",
+        "/bin/setpriv",
+        "/usr/sbin/setpriv",
+        "/sbin/setpriv",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file())
+}
+
+/// Chowns `path` and everything below it.
+#[cfg(unix)]
+fn chown_tree(path: &Path, uid: u32, gid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            chown_tree(&entry.unwrap().path(), uid, gid);
+        }
+    }
+}
+
 #[cfg(unix)]
 #[test]
 fn an_unreadable_log_is_an_eacces_error() {
     use std::os::unix::fs::PermissionsExt;
-    if is_root() {
-        eprintln!(
-            "SKIPPED an_unreadable_log_is_an_eacces_error: running as root, which bypasses \
-             file permission checks"
-        );
+    const NAME: &str = "an_unreadable_log_is_an_eacces_error";
+    if let Some(root) = std::env::var_os(EACCES_ROOT) {
+        // The child, running as an unprivileged user: the log is its own, with mode 000.
+        assert!(!is_root(), "the child must not run as root");
+        let backend = open(Path::new(&root), Compression::None);
+        let err = load(&backend, "s").unwrap_err();
+        assert_eq!(err.code(), Some("EACCES"), "{err}");
         return;
     }
     let tmp = TempDir::new("hostile-eacces");
@@ -401,8 +433,43 @@ fn an_unreadable_log_is_an_eacces_error() {
     let path = publish(&backend, "s");
     rt().block_on(backend.close()).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
-    let backend = open(&tmp.root(), Compression::None);
-    let err = load(&backend, "s").unwrap_err();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    assert_eq!(err.code(), Some("EACCES"), "{err}");
+    if !is_root() {
+        let backend = open(&tmp.root(), Compression::None);
+        let err = load(&backend, "s").unwrap_err();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(err.code(), Some("EACCES"), "{err}");
+        return;
+    }
+    // Root bypasses permission checks: re-run this test as an unprivileged user that owns the
+    // root, its directories and the mode-000 log, from a copy of this test binary it can
+    // execute wherever the build put the original.
+    let Some(setpriv) = setpriv() else {
+        eprintln!(
+            "SKIPPED {NAME}: running as root (which bypasses file permission checks) and \
+             setpriv is not installed, so privileges cannot be dropped"
+        );
+        return;
+    };
+    chown_tree(&tmp.root(), UNPRIVILEGED, UNPRIVILEGED);
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = tmp.path().join("reliability_hostile");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(&setpriv)
+        .args([
+            format!("--reuid={UNPRIVILEGED}"),
+            format!("--regid={UNPRIVILEGED}"),
+            "--clear-groups".to_owned(),
+        ])
+        .arg(&exe)
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env(EACCES_ROOT, tmp.root())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "the unprivileged run of {NAME} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

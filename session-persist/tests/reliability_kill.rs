@@ -228,11 +228,21 @@ fn trial_root(trial: u64) -> PathBuf {
     dir
 }
 
+/// Serialises spawning writer processes with the in-process open / close / reopen cycles of
+/// the other tests. Between `fork` and `exec` a child shares every open file description of
+/// this process, including a log whose `flock` a test just released by closing it, so a reopen
+/// racing a spawn would see the log as locked by another writer.
+static SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// One trial; returns (acknowledged, stored) event counts.
 fn run_trial(trial: u64, rng: &mut Rng) -> (usize, usize) {
     let dir = trial_root(trial);
     let root = dir.join("root");
     let var = variant(trial);
+    // `spawn` returns once the child has exec'd (and so dropped the inherited descriptors).
+    let spawning = SPAWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -244,6 +254,7 @@ fn run_trial(trial: u64, rng: &mut Rng) -> (usize, usize) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    drop(spawning);
     // Wait for the first acknowledgement (or a short while), then kill at a random moment.
     let started = Instant::now();
     while acknowledged(&root) == 0 && started.elapsed() < Duration::from_secs(20) {
@@ -385,6 +396,9 @@ fn load_balances_a_log_cut_after_any_event() {
         for cut in 1..=intended.len() {
             let dir = trial_root(1_000 + trial * 1_000 + cut as u64);
             let root = dir.join("root");
+            let _no_spawn = SPAWN
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             rt.block_on(async {
                 let b = backend(&root, var);
                 let mut meta = session_core::SessionHeader::new(ID, 1_000);

@@ -276,6 +276,10 @@ fn synthetic_result(turn: &Value, id: &Arc<str>, call: &PendingCall, seq: u64, t
 /// event in `sourceEventSeqs` and carries [`TOOL_OUTCOME_UNKNOWN`]. Otherwise the result
 /// carries [`TOOL_NOT_STARTED`].
 ///
+/// Only the events from the last `turn/start` or `turn/end` on can change the result (both
+/// reset the scan), so the events are walked from the back to that boundary: the cost is the
+/// length of the last turn, not of the log.
+///
 /// The input is not validated, and malformed payloads never cause a panic. What cannot be
 /// read is skipped:
 /// - a `turn/start` whose `data.turn` is absent or `null` (or whose `data` is not an object)
@@ -288,12 +292,25 @@ fn synthetic_result(turn: &Value, id: &Arc<str>, call: &PendingCall, seq: u64, t
 ///
 /// Turn and step values are copied in JavaScript spelling (`1.0` is written `1`); a pending
 /// call's `step` is omitted from its result when the announcing message had none.
-pub fn interrupted_turn_closers<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Event> {
+pub fn interrupted_turn_closers<'a, I>(events: I) -> Vec<Event>
+where
+    I: IntoIterator<Item = &'a Event>,
+    I::IntoIter: DoubleEndedIterator,
+{
+    // `turn/start` and `turn/end` reset the whole scan state, so the result depends only on
+    // the events from the last such boundary on: walk back to it, then scan forward. The cost
+    // is the length of the last turn, not of the log.
+    let mut tail: Vec<&Event> = Vec::new();
+    for event in events.into_iter().rev() {
+        tail.push(event);
+        if matches!(event.event_type(), "turn/start" | "turn/end") {
+            break;
+        }
+    }
+    let last = tail.first().copied();
     let mut scan = Scan::default();
-    let mut last: Option<&Event> = None;
-    for event in events {
+    for event in tail.iter().rev() {
         scan.visit(event);
-        last = Some(event);
     }
     let (Some(turn), Some(last)) = (scan.open_turn, last) else {
         return Vec::new();

@@ -1,5 +1,5 @@
 //! `SessionStore.fork` (§6.2): the store-level checks, then the boundary rules of
-//! `session-fork`, then `create`.
+//! `session-fork`, then `create` (the child shares the parent's prefix and derived state).
 
 use session_core::event::seq_value;
 use session_core::json::Value;
@@ -40,7 +40,10 @@ pub(crate) fn fork(
     };
     // 3-4. The boundary and the seed (a prefix sharing the source's storage).
     let id = source.id();
-    let (events, header) = source.read(|s| (s.events(), s.header().clone()));
+    // An O(1) snapshot of the source: its log and its derived state.
+    let parent = source.read(Clone::clone);
+    let events = parent.events();
+    let header = parent.header().clone();
     let seed_length = resolve_boundary(&events, &id, boundary)?;
     // 5. create(childId, {seed, meta: {cwd?, parentSession, seedLength}}).
     let mut meta: Vec<(&str, Value)> = Vec::with_capacity(3);
@@ -49,11 +52,12 @@ pub(crate) fn fork(
     }
     meta.push(("parentSession", Value::string(id)));
     meta.push(("seedLength", seq_value(seed_length as u64)));
+    // The child shares the parent's validated prefix and its derived state at the boundary.
     let options = PrepareOptions {
         seed: None,
-        seed_events: Some(events.prefix(seed_length)),
+        seed_events: None,
         meta: Some(Value::object(meta)),
         seed_source: SeedSource::Snapshot,
     };
-    inner.create_child(child_id, options)
+    inner.create_child(child_id, options, &parent, seed_length)
 }

@@ -504,6 +504,18 @@ impl StoreInner {
     }
 
     fn prepare(&self, id: Option<&str>, options: PrepareOptions) -> Result<SharedSession> {
+        self.prepare_from(id, options, None)
+    }
+
+    /// [`StoreInner::prepare`]; with `parent`, a snapshot-mode seed that is the first
+    /// `seed_length` events of `parent` is taken from it by [`Session::fork_child`] (the same
+    /// session, sharing the parent's validated prefix and derived state).
+    fn prepare_from(
+        &self,
+        id: Option<&str>,
+        options: PrepareOptions,
+        parent: Option<(&Session, usize)>,
+    ) -> Result<SharedSession> {
         let id: Arc<str> = {
             let mut state = self.state();
             match id {
@@ -537,9 +549,14 @@ impl StoreInner {
             }
             SeedSource::Snapshot => {
                 let header = build_header(&id, options.meta.as_ref(), self.clock.now_ms())?;
-                match (options.seed, options.seed_events) {
-                    (Some(seed), _) => Session::create(id, Some(seed), Some(header), clock)?,
-                    (None, events) => Session::create_from_events(id, events, Some(header), clock)?,
+                match (options.seed, options.seed_events, parent) {
+                    (Some(seed), _, _) => Session::create(id, Some(seed), Some(header), clock)?,
+                    (None, _, Some((parent, seed_length))) => {
+                        parent.fork_child(seed_length, id, Some(header), clock)?
+                    }
+                    (None, events, None) => {
+                        Session::create_from_events(id, events, Some(header), clock)?
+                    }
                 }
             }
         };
@@ -956,12 +973,22 @@ impl SessionStore {
 }
 
 impl StoreInner {
+    /// Creates a fork child whose seed is the first `seed_length` events of `parent` (see
+    /// [`StoreInner::prepare_from`]).
     pub(crate) fn create_child(
         self: &Arc<Self>,
         id: Option<&str>,
         options: PrepareOptions,
+        parent: &Session,
+        seed_length: usize,
     ) -> Result<(SharedSession, Detach)> {
-        self.create(id, options, None)
+        let session = self.prepare_from(id, options, Some((parent, seed_length)))?;
+        let detach = self.enter(&session, None, None)?;
+        if let Err(e) = self.announce(&session) {
+            detach.detach();
+            return Err(e);
+        }
+        Ok((session, detach))
     }
 
     /// The live instance for `id`, if any.

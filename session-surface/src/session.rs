@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use session_core::event::{END_SEED, int_value, is_surface_eligible_type};
 use session_core::json::{self, Value};
@@ -94,12 +94,34 @@ pub enum SeedMode {
 }
 
 /// A draft that passed the checks that need no session state (§2.2 steps 1–4).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Prepared {
     ty: Arc<str>,
     data: Value,
     surface_op: Option<Value>,
     source_event_seqs: Option<Value>,
+}
+
+/// A draft whose JSON values have been checked and frozen once (§2.2 steps 1–4, the checks
+/// that need no session state), for appending many times: see [`Session::append_prepared`].
+///
+/// Values are immutable, so a draft that passed these checks passes them again; each append
+/// still runs every check that depends on the session (request-header and message shapes, the
+/// surface rules) and commits a new frozen event.
+#[derive(Debug, Clone)]
+pub struct PreparedDraft(Prepared);
+
+impl PreparedDraft {
+    /// Checks and freezes `draft`: the same checks, with the same errors, that
+    /// [`Session::append`] runs before it looks at the session.
+    pub fn new(draft: Draft) -> Result<PreparedDraft> {
+        Session::prepare(draft).map(PreparedDraft)
+    }
+
+    /// The event type.
+    pub fn event_type(&self) -> &str {
+        &self.0.ty
+    }
 }
 
 /// A frozen candidate event with its surface plan (§2.2 steps 6–7).
@@ -125,6 +147,26 @@ pub struct Session {
     request_context: RequestContextFold,
     transcript: imbl::Vector<TranscriptEntry>,
     clock: SharedClock,
+    /// Derived state after every [`CHECKPOINT_EVERY`] events: entry `i` holds the state after
+    /// `(i + 1) * CHECKPOINT_EVERY` events. Persistent structures make each one O(1) to keep.
+    checkpoints: imbl::Vector<Arc<Checkpoint>>,
+    /// How many leading events were taken in restore mode (kept exactly as read, so possibly
+    /// not in append form); every later event went through the append JSON rules.
+    restored_len: u64,
+    /// Whether the restored events are all in append form (computed on first need, shared by
+    /// clones).
+    restored_clean: Arc<OnceLock<bool>>,
+}
+
+/// Events between two checkpoints of derived state (see [`Session::fork_child`]).
+const CHECKPOINT_EVERY: usize = 256;
+
+/// The derived state of a session after a number of events.
+struct Checkpoint {
+    surface: Surface,
+    request_header: RequestHeaderFold,
+    request_context: RequestContextFold,
+    transcript: imbl::Vector<TranscriptEntry>,
 }
 
 impl fmt::Debug for Session {
@@ -247,17 +289,7 @@ impl Session {
             }),
             SeedMode::Snapshot => None,
         };
-        let mut session = Session {
-            header: SessionHeader::new(id.clone(), 0),
-            id,
-            log: Log::new(),
-            first_live_seq: 0,
-            surface: Surface::new(),
-            request_header: RequestHeaderFold::new(),
-            request_context: RequestContextFold::new(),
-            transcript: imbl::Vector::new(),
-            clock,
-        };
+        let mut session = Session::empty(id.clone(), SessionHeader::new(id, 0), clock);
         let seeded = seed.is_some();
         match seed {
             None => {}
@@ -282,13 +314,13 @@ impl Session {
             }
         }
         session.first_live_seq = session.log.next_seq();
+        if mode == SeedMode::Restore {
+            session.restored_len = session.first_live_seq;
+        }
         session.header = if let Some(h) = restored_header {
             h
         } else if let Some(h) = header {
-            let snapshot = json::snapshot_for_append(&h).ok_or_else(|| {
-                Error::Header("session header is not losslessly JSON-serializable".into())
-            })?;
-            validate_header(&snapshot, &session.id)?
+            snapshot_header(&h, &session.id)?
         } else {
             let now = session.clock.now_ms();
             let synthesized = Value::object([
@@ -319,18 +351,7 @@ impl Session {
         clock: SharedClock,
     ) -> Result<Session> {
         let header = validate_header(header, &id)?;
-        let mut session = Session {
-            header,
-            id,
-            log: Log::new(),
-            first_live_seq: 0,
-            surface: Surface::new(),
-            request_header: RequestHeaderFold::new(),
-            request_context: RequestContextFold::new(),
-            transcript: imbl::Vector::new(),
-            clock,
-        };
-        session.surface.reserve(seed.len());
+        let mut session = Session::empty(id, header, clock);
         for (index, event) in seed.iter().enumerate() {
             let ty = event.event_type();
             if is_plain_log_event(ty, event) {
@@ -345,6 +366,7 @@ impl Session {
                 session.surface.push_log_only();
                 session.request_header.push(event);
                 session.request_context.push(event);
+                session.keep_checkpoint();
                 continue;
             }
             if ty == "request/header-delta" {
@@ -363,6 +385,7 @@ impl Session {
         }
         session.log = Log::from_events(seed);
         session.first_live_seq = session.log.next_seq();
+        session.restored_len = session.first_live_seq;
         if session
             .log
             .last()
@@ -522,6 +545,151 @@ impl Session {
         self.surface.apply(plan);
         self.request_header.push(event);
         self.request_context.push(event);
+        self.keep_checkpoint();
+    }
+
+    /// A session with no events and an empty derived state.
+    fn empty(id: Arc<str>, header: SessionHeader, clock: SharedClock) -> Session {
+        Session {
+            header,
+            id,
+            log: Log::new(),
+            first_live_seq: 0,
+            surface: Surface::new(),
+            request_header: RequestHeaderFold::new(),
+            request_context: RequestContextFold::new(),
+            transcript: imbl::Vector::new(),
+            clock,
+            checkpoints: imbl::Vector::new(),
+            restored_len: 0,
+            restored_clean: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Keeps a checkpoint of the derived state when the number of folded events is a multiple
+    /// of [`CHECKPOINT_EVERY`] (O(1): every derived structure is persistent).
+    fn keep_checkpoint(&mut self) {
+        let folded = self.surface.next_seq();
+        if folded == 0 || !folded.is_multiple_of(CHECKPOINT_EVERY as u64) {
+            return;
+        }
+        let index = usize::try_from(folded).map_or(usize::MAX, |f| f / CHECKPOINT_EVERY - 1);
+        if index == self.checkpoints.len() {
+            self.checkpoints.push_back(Arc::new(Checkpoint {
+                surface: self.surface.clone(),
+                request_header: self.request_header.clone(),
+                request_context: self.request_context.clone(),
+                transcript: self.transcript.clone(),
+            }));
+        }
+    }
+
+    /// Whether the first `len` events are in append form, i.e. a snapshot-mode seed would take
+    /// each of them as it is (the same frozen object). Events appended live or seeded in
+    /// snapshot mode always are; events kept as read in restore mode are checked once.
+    fn prefix_in_append_form(&self, len: usize) -> bool {
+        if self.restored_len == 0 || len == 0 {
+            return true;
+        }
+        let restored = usize::try_from(self.restored_len).unwrap_or(usize::MAX);
+        *self.restored_clean.get_or_init(|| {
+            self.log.iter().take(restored).all(|event| {
+                event
+                    .snapshot_for_append()
+                    .is_some_and(|snapshot| snapshot.ptr_eq(event))
+            })
+        })
+    }
+
+    /// A fork child of this session (§6.2 step 5, `Session.create(childId, {seed, meta})`):
+    /// exactly the session that [`Session::create_from_events`] builds from the first
+    /// `seed_length` events of this session's log, `header` and `clock`, without revisiting the
+    /// inherited events.
+    ///
+    /// The inherited events were validated when they entered this session, so the child takes
+    /// them and the derived state at the boundary as they are: the log shares this session's
+    /// storage, and the surface, messages, request folds and transcript are the persistent
+    /// structures of this session (when `seed_length` is its whole log) or of the nearest
+    /// checkpoint at or before the boundary, brought forward over fewer than 256 events. Cost:
+    /// O(log n). The header is validated and the `session/end-seed` marker appended as in
+    /// [`Session::create_from_events`]. Events that this session kept as read in restore mode
+    /// and that a snapshot seed would rewrite (non-canonical number spellings) or refuse make
+    /// the child go through the validating path instead, so the result is the same either way.
+    pub fn fork_child(
+        &self,
+        seed_length: usize,
+        id: impl Into<Arc<str>>,
+        header: Option<Value>,
+        clock: SharedClock,
+    ) -> Result<Session> {
+        let id = id.into();
+        let shared = if seed_length <= self.log.len() && self.prefix_in_append_form(seed_length) {
+            self.state_at(seed_length, id.clone(), clock.clone())
+        } else {
+            None
+        };
+        let Some(mut child) = shared else {
+            let seed = self.events().prefix(seed_length);
+            return Session::create_from_events(id, Some(seed), header, clock);
+        };
+        child.header = if let Some(h) = header {
+            snapshot_header(&h, &child.id)?
+        } else {
+            let synthesized = Value::object([
+                ("version", Value::from(0u8)),
+                ("id", Value::String(child.id.clone())),
+                ("createdAt", int_value(child.clock.now_ms())),
+            ]);
+            validate_header(&synthesized, &child.id)?
+        };
+        if child.log.last().is_none_or(|e| e.event_type() != END_SEED) {
+            child.append(Draft::new(END_SEED, Value::empty_object()))?;
+        }
+        Ok(child)
+    }
+
+    /// A session holding the first `len` events of this one and the derived state after them,
+    /// with an empty header; `None` if the state cannot be brought forward (which a log that
+    /// was validated on entry never causes).
+    fn state_at(&self, len: usize, id: Arc<str>, clock: SharedClock) -> Option<Session> {
+        let mut child = Session::empty(id.clone(), SessionHeader::new(id, 0), clock);
+        let prefix = self.events().prefix(len);
+        let mut checkpoints = self.checkpoints.clone();
+        checkpoints.truncate(len / CHECKPOINT_EVERY);
+        let from = if len == self.log.len() {
+            child.surface = self.surface.clone();
+            child.request_header = self.request_header.clone();
+            child.request_context = self.request_context.clone();
+            child.transcript = self.transcript.clone();
+            len
+        } else if let Some(checkpoint) = checkpoints.last() {
+            child.surface = checkpoint.surface.clone();
+            child.request_header = checkpoint.request_header.clone();
+            child.request_context = checkpoint.request_context.clone();
+            child.transcript = checkpoint.transcript.clone();
+            checkpoints.len() * CHECKPOINT_EVERY
+        } else {
+            0
+        };
+        child.checkpoints = checkpoints;
+        for index in from..len {
+            let event = prefix.get(index)?;
+            let lookup = |seq: u64| {
+                usize::try_from(seq)
+                    .ok()
+                    .filter(|&i| i < index)
+                    .and_then(|i| prefix.get(i))
+                    .cloned()
+            };
+            let plan = child.plan_seed_event(index, event, &lookup).ok()?;
+            child.fold(event, plan);
+        }
+        if child.surface.next_seq() != len as u64 {
+            return None;
+        }
+        child.log = Log::from_events(prefix);
+        child.first_live_seq = child.log.next_seq();
+        Some(child)
     }
 
     /// The session id.
@@ -605,6 +773,14 @@ impl Session {
         Ok(self.commit(candidate))
     }
 
+    /// [`Session::append`] for a draft that was checked once by [`PreparedDraft::new`]: the
+    /// session-dependent checks and the commit, without walking the draft's JSON again.
+    /// Returns the committed event.
+    pub fn append_prepared(&mut self, draft: &PreparedDraft) -> Result<Event> {
+        let candidate = self.candidate(draft.0.clone())?;
+        Ok(self.commit(candidate))
+    }
+
     /// Like [`Session::append`], with a pre-commit hook that sees the frozen candidate while
     /// the log still has its old length. An `Err` vetoes the append: nothing changes and the
     /// error is returned as [`Error::Vetoed`].
@@ -617,6 +793,14 @@ impl Session {
         veto(self, &candidate.event).map_err(|e| Error::Vetoed(Arc::from(e)))?;
         Ok(self.commit(candidate))
     }
+}
+
+/// Validates a snapshot-mode header: it goes through the append JSON rules first.
+fn snapshot_header(value: &Value, id: &str) -> Result<SessionHeader> {
+    let snapshot = json::snapshot_for_append(value).ok_or_else(|| {
+        Error::Header("session header is not losslessly JSON-serializable".into())
+    })?;
+    validate_header(&snapshot, id)
 }
 
 /// Validates a header value, mapping the core error to this crate's.

@@ -310,9 +310,12 @@ impl<const N: usize> PartialEq<[u64; N]> for Nodes {
 }
 
 /// A Fenwick (binary indexed) tree of counts over node keys, growable at the end.
+///
+/// The slots live in a persistent vector, so a clone is O(1) and an edit after a clone copies
+/// only the paths it touches.
 #[derive(Clone, Default)]
 struct Fenwick {
-    tree: Vec<u64>,
+    tree: imbl::Vector<u64>,
 }
 
 fn low_bit(i: usize) -> usize {
@@ -327,10 +330,10 @@ impl Fenwick {
         let mut sum = value;
         let mut j = i - 1;
         while j > stop {
-            sum += self.tree[j - 1];
+            sum += self.tree.get(j - 1).copied().unwrap_or(0);
             j -= low_bit(j);
         }
-        self.tree.push(sum);
+        self.tree.push_back(sum);
     }
 
     /// Sum of the slots `0..=key`.
@@ -338,7 +341,7 @@ impl Fenwick {
         let mut j = (key + 1).min(self.tree.len());
         let mut sum = 0;
         while j > 0 {
-            sum += self.tree[j - 1];
+            sum += self.tree.get(j - 1).copied().unwrap_or(0);
             j -= low_bit(j);
         }
         sum
@@ -352,7 +355,9 @@ impl Fenwick {
     fn add(&mut self, key: usize) {
         let mut j = key + 1;
         while j <= self.tree.len() {
-            self.tree[j - 1] += 1;
+            if let Some(slot) = self.tree.get_mut(j - 1) {
+                *slot += 1;
+            }
             j += low_bit(j);
         }
     }
@@ -360,7 +365,9 @@ impl Fenwick {
     fn sub(&mut self, key: usize) {
         let mut j = key + 1;
         while j <= self.tree.len() {
-            self.tree[j - 1] = self.tree[j - 1].saturating_sub(1);
+            if let Some(slot) = self.tree.get_mut(j - 1) {
+                *slot = slot.saturating_sub(1);
+            }
             j += low_bit(j);
         }
     }
@@ -377,7 +384,8 @@ static NEXT_SURFACE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The surface state of one log, or of a window of one (§3.1).
 ///
-/// Cloning copies the position index (O(n)); the nodes and messages are shared. A clone is a
+/// Cloning is O(1): the nodes, the messages and the position index are persistent structures
+/// shared with the clone, and an edit on either copies only the paths it touches. A clone is a
 /// separate surface: plans made on one are not current on the other.
 pub struct Surface {
     id: u64,
@@ -387,9 +395,9 @@ pub struct Surface {
     nodes: PSeq<u64>,
     messages: PSeq<Value>,
     /// Key of the live node with seq `base + i`, or [`NO_KEY`].
-    key_of: Vec<usize>,
+    key_of: imbl::Vector<usize>,
     /// [`LIVE`] / [`HAS_MESSAGE`] per key.
-    flags: Vec<u8>,
+    flags: imbl::Vector<u8>,
     live: Fenwick,
     with_message: Fenwick,
 }
@@ -499,8 +507,8 @@ impl Surface {
             generation: 0,
             nodes: PSeq::default(),
             messages: PSeq::default(),
-            key_of: Vec::new(),
-            flags: Vec::new(),
+            key_of: imbl::Vector::new(),
+            flags: imbl::Vector::new(),
             live: Fenwick::default(),
             with_message: Fenwick::default(),
         }
@@ -659,12 +667,12 @@ impl Surface {
         self.next_seq += 1;
         let has_message = plan.message.is_some();
         match plan.kind {
-            PlanKind::None => self.key_of.push(NO_KEY),
+            PlanKind::None => self.key_of.push_back(NO_KEY),
             PlanKind::Append => {
                 let key = self.flags.len();
-                self.key_of.push(key);
+                self.key_of.push_back(key);
                 self.flags
-                    .push(LIVE | if has_message { HAS_MESSAGE } else { 0 });
+                    .push_back(LIVE | if has_message { HAS_MESSAGE } else { 0 });
                 self.live.push(1);
                 self.with_message.push(u64::from(has_message));
                 self.nodes.push_back(plan.seq);
@@ -687,13 +695,15 @@ impl Surface {
                     .replace(message_index, message_count, plan.message.clone());
                 for &seq in &plan.shadowed {
                     let Some(key) = self.key(seq) else { continue };
-                    if self.flags[key] & HAS_MESSAGE != 0 {
+                    if self.flags.get(key).is_some_and(|f| f & HAS_MESSAGE != 0) {
                         self.with_message.sub(key);
                     }
                     if key != start_key {
                         self.live.sub(key);
                     }
-                    self.flags[key] = 0;
+                    if let Some(flag) = self.flags.get_mut(key) {
+                        *flag = 0;
+                    }
                     if let Some(slot) = usize::try_from(seq - self.base)
                         .ok()
                         .and_then(|i| self.key_of.get_mut(i))
@@ -701,11 +711,13 @@ impl Surface {
                         *slot = NO_KEY;
                     }
                 }
-                self.flags[start_key] = LIVE | if has_message { HAS_MESSAGE } else { 0 };
+                if let Some(flag) = self.flags.get_mut(start_key) {
+                    *flag = LIVE | if has_message { HAS_MESSAGE } else { 0 };
+                }
                 if has_message {
                     self.with_message.add(start_key);
                 }
-                self.key_of.push(start_key);
+                self.key_of.push_back(start_key);
                 self.generation += 1;
             }
         }
@@ -715,12 +727,7 @@ impl Surface {
     /// and `sourceEventSeqs`): what [`Surface::plan`] and [`Surface::apply`] do for it.
     pub(crate) fn push_log_only(&mut self) {
         self.next_seq += 1;
-        self.key_of.push(NO_KEY);
-    }
-
-    /// Makes room for `additional` more events.
-    pub(crate) fn reserve(&mut self, additional: usize) {
-        self.key_of.reserve(additional);
+        self.key_of.push_back(NO_KEY);
     }
 
     /// Plans and commits `event` in one step.

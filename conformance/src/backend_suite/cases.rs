@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use session_core::json::Value;
-use session_core::{Event, FixedClock, SessionHeader};
+use session_core::{Event, EventParts, FixedClock, KeyOrder, SessionHeader};
 use session_persist::{Backend, Error, Persistence, PersistenceOptions, Revision, StoredPrefix};
 use session_repair::interrupted_turn_closers;
 use session_store::SessionStore;
@@ -70,8 +70,17 @@ async fn revision(b: &Arc<dyn Backend>, id: &str) -> Result<Revision, SuiteFailu
 }
 
 /// `got` holds exactly `want`: same length, seqs `0..`, and each event's JSON text identical
-/// (key order and number spelling included).
-fn same_events(what: &str, got: &[Event], want: &[Event]) -> Outcome {
+/// (key order and number spelling included; envelope keys in the live-append order when the
+/// harness declares [`Capabilities::fixed_envelope_order`](super::Capabilities::fixed_envelope_order)).
+fn same_events(h: &dyn Harness, what: &str, got: &[Event], want: &[Event]) -> Outcome {
+    let fixed_order = h.capabilities().fixed_envelope_order;
+    let expected = |e: &Event| {
+        if fixed_order {
+            in_append_order(e).to_json()
+        } else {
+            e.to_json()
+        }
+    };
     for (i, e) in got.iter().enumerate() {
         ensure!(
             e.seq() == i as u64,
@@ -80,12 +89,12 @@ fn same_events(what: &str, got: &[Event], want: &[Event]) -> Outcome {
         );
     }
     if let Some(i) =
-        (0..got.len().min(want.len())).find(|i| got[*i].to_json() != want[*i].to_json())
+        (0..got.len().min(want.len())).find(|i| got[*i].to_json() != expected(&want[*i]))
     {
         return Err(SuiteFailure::new(format!(
             "{what}: event {i} differs\n  stored:   {}\n  expected: {}",
             got[i].to_json(),
-            want[i].to_json()
+            expected(&want[i])
         )));
     }
     ensure!(
@@ -95,6 +104,24 @@ fn same_events(what: &str, got: &[Event], want: &[Event]) -> Outcome {
         want.len()
     );
     Ok(())
+}
+
+/// `e` with its envelope keys in the live-append order (`type, seq, time, data,
+/// sourceEventSeqs?, surfaceOp?, ignorable?`), for backends with
+/// [`Capabilities::fixed_envelope_order`](super::Capabilities::fixed_envelope_order).
+fn in_append_order(e: &Event) -> Event {
+    Event::from_parts(
+        EventParts {
+            ty: e.event_type_arc().clone(),
+            seq: e.seq(),
+            time: e.time(),
+            data: e.data().clone(),
+            surface_op: e.surface_op_value().cloned(),
+            source_event_seqs: e.source_event_seqs_value().cloned(),
+            ignorable: e.ignorable(),
+        },
+        KeyOrder::APPEND,
+    )
 }
 
 /// `stored` is clean: no torn tail, no invalid record.
@@ -182,13 +209,13 @@ pub async fn create_append_load_round_trip(h: &dyn Harness) -> Outcome {
     append(&b, &m, &events, false).await?;
     let stored = load(&b, "round-trip").await?;
     check_header("after the first append", &stored, &m)?;
-    same_events("after the first append", &stored.events, &events)?;
+    same_events(h, "after the first append", &stored.events, &events)?;
     clean("after the first append", &stored)?;
 
     let b = h.reopen(b).await;
     let stored = load(&b, "round-trip").await?;
     check_header("after a restart", &stored, &m)?;
-    same_events("after a restart", &stored.events, &events)?;
+    same_events(h, "after a restart", &stored.events, &events)?;
     clean("after a restart", &stored)
 }
 
@@ -219,7 +246,7 @@ pub async fn first_append_materializes_header_and_batch_atomically(h: &dyn Harne
     append(&b, &m, &batch, false).await?;
     let stored = load(&b, id).await?;
     check_header("after the first append", &stored, &m)?;
-    same_events("after the first append", &stored.events, &batch)?;
+    same_events(h, "after the first append", &stored.events, &batch)?;
     let before = stored.revision;
 
     for round in ["on the writing instance", "after a restart"] {
@@ -236,6 +263,7 @@ pub async fn first_append_materializes_header_and_batch_atomically(h: &dyn Harne
         );
         let stored = load(&b, id).await?;
         same_events(
+            h,
             &format!("after a refused first publication ({round})"),
             &stored.events,
             &batch,
@@ -265,7 +293,7 @@ pub async fn append_is_contiguous_and_refuses_gaps(h: &dyn Harness) -> Outcome {
     append(&b, &m, &all[11..22], true).await?;
     append(&b, &m, &all[22..], true).await?;
     let stored = load(&b, id).await?;
-    same_events("after three contiguous batches", &stored.events, &all)?;
+    same_events(h, "after three contiguous batches", &stored.events, &all)?;
     let before = stored.revision;
 
     if h.capabilities().seq_checks {
@@ -310,7 +338,7 @@ pub async fn append_is_contiguous_and_refuses_gaps(h: &dyn Harness) -> Outcome {
         ),
     }
     let stored = load(&b, id).await?;
-    same_events("after refused gaps", &stored.events, &all)?;
+    same_events(h, "after refused gaps", &stored.events, &all)?;
     ensure!(
         stored.revision == before,
         "refused gaps changed the revision"
@@ -352,7 +380,7 @@ pub async fn reappend_of_stored_seqs_is_refused(h: &dyn Harness) -> Outcome {
         ),
     }
     let stored = load(&b, id).await?;
-    same_events("after refused re-appends", &stored.events, &events)?;
+    same_events(h, "after refused re-appends", &stored.events, &events)?;
     ensure!(
         stored.revision == before,
         "refused re-appends changed the revision"
@@ -373,10 +401,10 @@ pub async fn load_stored_returns_events_in_order_with_identical_json(h: &dyn Har
     append(&b, &m, &events[..6], false).await?;
     append(&b, &m, &events[6..], true).await?;
     let stored = load(&b, id).await?;
-    same_events("loaded", &stored.events, &events)?;
+    same_events(h, "loaded", &stored.events, &events)?;
     let b = h.reopen(b).await;
     let stored = load(&b, id).await?;
-    same_events("loaded after a restart", &stored.events, &events)
+    same_events(h, "loaded after a restart", &stored.events, &events)
 }
 
 /// Every header field the storage layer keeps comes back, through `load_stored`, `list` and
@@ -524,6 +552,7 @@ pub async fn revision_changes_after_repair(h: &dyn Harness) -> Outcome {
         "load_stored reports a stale revision after a repair"
     );
     same_events(
+        h,
         "after the repair",
         &repaired.events,
         &concat(&[&events, &closers]),
@@ -742,7 +771,7 @@ pub async fn read_from_suffix(h: &dyn Harness) -> Outcome {
         Ok(_) => return Err(SuiteFailure::new("read_from found an unknown session")),
     }
     let stored = load(&b, id).await?;
-    same_events("after reads from a seq", &stored.events, &events)?;
+    same_events(h, "after reads from a seq", &stored.events, &events)?;
     ensure!(
         stored.revision == before,
         "reads from a seq changed the revision"
@@ -792,7 +821,12 @@ pub async fn repair_truncates_torn_tail_and_appends_closers(h: &dyn Harness) -> 
         "after a torn append {n} events were read; between {committed} and {} expected",
         all.len() - 1
     );
-    same_events("the prefix before the torn tail", &stored.events, &all[..n])?;
+    same_events(
+        h,
+        "the prefix before the torn tail",
+        &stored.events,
+        &all[..n],
+    )?;
     let closers = interrupted_turn_closers(stored.events.iter());
     ensure!(
         !closers.is_empty(),
@@ -804,7 +838,7 @@ pub async fn repair_truncates_torn_tail_and_appends_closers(h: &dyn Harness) -> 
     let repaired = load(&b, id).await?;
     clean("after the repair", &repaired)?;
     let balanced = concat(&[&stored.events, &closers]);
-    same_events("after the repair", &repaired.events, &balanced)?;
+    same_events(h, "after the repair", &repaired.events, &balanced)?;
     if h.capabilities().revision_changes_on_append {
         ensure!(
             repaired.revision != stored.revision,
@@ -817,6 +851,7 @@ pub async fn repair_truncates_torn_tail_and_appends_closers(h: &dyn Harness) -> 
     let stored = load(&b, id).await?;
     clean("after appending to a repaired log and a restart", &stored)?;
     same_events(
+        h,
         "after appending to a repaired log and a restart",
         &stored.events,
         &concat(&[&balanced, &next]),
@@ -851,7 +886,12 @@ pub async fn torn_tail_reads_are_observations(h: &dyn Harness) -> Outcome {
             again.torn == first.torn,
             "reading a torn log changed its torn marker"
         );
-        same_events("a second read of a torn log", &again.events, &first.events)?;
+        same_events(
+            h,
+            "a second read of a torn log",
+            &again.events,
+            &first.events,
+        )?;
         ensure!(
             revision(&b, id).await? == first.revision,
             "read_stored_revision disagrees with load_stored on a torn log"
@@ -880,6 +920,7 @@ pub async fn repair_without_marker_only_appends(h: &dyn Harness) -> Outcome {
     let repaired = load(&b, id).await?;
     clean("after the repair", &repaired)?;
     same_events(
+        h,
         "after the repair",
         &repaired.events,
         &concat(&[&events, &closers]),
@@ -898,7 +939,7 @@ pub async fn repair_without_marker_or_closers_changes_nothing(h: &dyn Harness) -
         .await
         .ctx("commit_repair with nothing to do")?;
     let stored = load(&b, id).await?;
-    same_events("after an empty repair", &stored.events, &events)?;
+    same_events(h, "after an empty repair", &stored.events, &events)?;
     ensure!(
         stored.revision == before,
         "an empty repair changed the revision"
@@ -922,6 +963,7 @@ pub async fn closers_survive_reopen(h: &dyn Harness) -> Outcome {
     let stored = load(&b, id).await?;
     clean("after a restart", &stored)?;
     same_events(
+        h,
         "after a restart",
         &stored.events,
         &concat(&[&events, &closers]),
@@ -1012,6 +1054,7 @@ pub async fn batches_of_any_split_load_identically(h: &dyn Harness) -> Outcome {
         for (k, cuts) in splits.iter().enumerate() {
             let stored = load(&b, &format!("split-{k}")).await?;
             same_events(
+                h,
                 &format!("{round}, batches cut at {cuts:?}"),
                 &stored.events,
                 &events,
@@ -1030,10 +1073,10 @@ pub async fn large_batch_round_trip(h: &dyn Harness) -> Outcome {
     let events = large_batch(400, 1 << 20);
     append(&b, &m, &events, false).await?;
     let stored = load(&b, id).await?;
-    same_events("a large batch", &stored.events, &events)?;
+    same_events(h, "a large batch", &stored.events, &events)?;
     let b = h.reopen(b).await;
     let stored = load(&b, id).await?;
-    same_events("a large batch after a restart", &stored.events, &events)
+    same_events(h, "a large batch after a restart", &stored.events, &events)
 }
 
 /// Every acknowledged append survives a restart: after each append the log reads back as
@@ -1061,6 +1104,7 @@ pub async fn every_flushed_event_survives_reopen(h: &dyn Harness) -> Outcome {
             )));
         };
         same_events(
+            h,
             &format!("after {} acknowledged appends and a restart", k + 1),
             &stored.events,
             &acknowledged,
@@ -1093,14 +1137,20 @@ pub async fn sessions_are_independent(h: &dyn Harness) -> Outcome {
         revision(&b, "indep-a").await? == rev_a,
         "repairing one session changed another's revision"
     );
-    same_events("session a", &load(&b, "indep-a").await?.events, &turns(2))?;
     same_events(
+        h,
+        "session a",
+        &load(&b, "indep-a").await?.events,
+        &turns(2),
+    )?;
+    same_events(
+        h,
         "session b",
         &load(&b, "indep-b").await?.events,
         &concat(&[&turn(0, 1), &open, &closers]),
     )?;
     let stored_c = load(&b, "indep-c").await?;
-    same_events("session c", &stored_c.events, &turn(0, 1))?;
+    same_events(h, "session c", &stored_c.events, &turn(0, 1))?;
     ensure!(
         stored_c.meta.cwd == c.cwd,
         "session c came back with cwd {:?}",
@@ -1133,6 +1183,7 @@ pub async fn second_writer_is_refused_until_release(h: &dyn Harness) -> Outcome 
         "a second instance appended to a session the first instance holds"
     );
     same_events(
+        h,
         "after a refused second writer",
         &load(&second, id).await?.events,
         &turn(0, 1),
@@ -1149,6 +1200,7 @@ pub async fn second_writer_is_refused_until_release(h: &dyn Harness) -> Outcome 
     second.close().await.ctx("closing the second instance")?;
     append(&first, &m, &turn(2 * TURN_LEN, 3), true).await?;
     same_events(
+        h,
         "after the writers took turns",
         &load(&first, id).await?.events,
         &turns(3),
@@ -1251,13 +1303,14 @@ pub async fn service_round_trip_over_the_backend(h: &dyn Harness) -> Outcome {
         "load returned {:?}",
         loaded.meta
     );
-    same_events("the service's load", &loaded.events.to_vec(), &events)?;
+    same_events(h, "the service's load", &loaded.events.to_vec(), &events)?;
     p.dispose().await.ctx("disposing the service")?;
 
     let b = h.reopen(b).await;
     let p = service(&b)?;
     let loaded = p.load(id).await.ctx("load after a restart")?;
     same_events(
+        h,
         "the service's load after a restart",
         &loaded.events.to_vec(),
         &events,
@@ -1279,7 +1332,7 @@ pub async fn service_load_repairs_an_interrupted_turn(h: &dyn Harness) -> Outcom
     let inspected = p.inspect(id, None).await.ctx("inspect")?;
     let closers = interrupted_turn_closers(events.iter());
     let balanced = concat(&[&events, &closers]);
-    same_events("inspect", &inspected.events.to_vec(), &balanced)?;
+    same_events(h, "inspect", &inspected.events.to_vec(), &balanced)?;
     ensure!(
         revision(&b, id).await? == before,
         "inspect changed the revision"
@@ -1290,7 +1343,7 @@ pub async fn service_load_repairs_an_interrupted_turn(h: &dyn Harness) -> Outcom
         "an open step needs step/end and turn/end, the closers are {types:?}"
     );
     let loaded = p.load(id).await.ctx("load")?;
-    same_events("load", &loaded.events.to_vec(), &balanced)?;
+    same_events(h, "load", &loaded.events.to_vec(), &balanced)?;
     if h.capabilities().revision_changes_on_append {
         ensure!(
             revision(&b, id).await? != before,
@@ -1303,6 +1356,7 @@ pub async fn service_load_repairs_an_interrupted_turn(h: &dyn Harness) -> Outcom
     let b = h.reopen(b).await;
     let stored = load(&b, id).await?;
     same_events(
+        h,
         "after a restart",
         &stored.events,
         &concat(&[&balanced, &next]),
@@ -1329,9 +1383,9 @@ pub async fn service_load_repairs_a_torn_tail(h: &dyn Harness) -> Outcome {
     ]);
     let p = service(&b)?;
     let loaded = p.load(id).await.ctx("load of a torn log")?;
-    same_events("load of a torn log", &loaded.events.to_vec(), &balanced)?;
+    same_events(h, "load of a torn log", &loaded.events.to_vec(), &balanced)?;
     let stored = load(&b, id).await?;
     clean("after the service's load", &stored)?;
-    same_events("after the service's load", &stored.events, &balanced)?;
+    same_events(h, "after the service's load", &stored.events, &balanced)?;
     p.dispose().await.ctx("disposing the service")
 }

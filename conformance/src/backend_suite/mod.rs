@@ -129,6 +129,13 @@ pub struct Capabilities {
     /// The backend itself refuses an append whose first seq does not continue the stored log
     /// (the contract leaves this to the caller; the coordinator always checks).
     pub seq_checks: bool,
+    /// The backend stores an event field by field rather than as text, and gives every event
+    /// back with its envelope keys in the live-append order (`type, seq, time, data,
+    /// sourceEventSeqs?, surfaceOp?, ignorable?`) whatever order it was appended in (a crash
+    /// closer's `surfaceOp, sourceEventSeqs`, a parsed line's own order). The cases then expect
+    /// that order; `data` must still be identical, key order and number spelling included.
+    /// Without it, every event must come back exactly as appended.
+    pub fixed_envelope_order: bool,
 }
 
 impl Capabilities {
@@ -141,6 +148,7 @@ impl Capabilities {
             writer_lock: false,
             revision_changes_on_append: false,
             seq_checks: false,
+            fixed_envelope_order: false,
         }
     }
 
@@ -183,6 +191,13 @@ impl Capabilities {
     #[must_use]
     pub const fn with_seq_checks(mut self) -> Capabilities {
         self.seq_checks = true;
+        self
+    }
+
+    /// With [`Capabilities::fixed_envelope_order`].
+    #[must_use]
+    pub const fn with_fixed_envelope_order(mut self) -> Capabilities {
+        self.fixed_envelope_order = true;
         self
     }
 }

@@ -44,6 +44,13 @@ pub fn arb_history() -> impl Strategy<Value = History> {
     vec(arb_action(), 0..MAX_ACTIONS).prop_map(|actions| Builder::run(&actions).finish(HISTORY_ID))
 }
 
+/// Random valid histories of fewer than `max_actions` actions (see [`arb_history`], which
+/// uses [`MAX_ACTIONS`]): long ones reach deep into a session's log.
+pub fn arb_history_of(max_actions: usize) -> impl Strategy<Value = History> {
+    vec(arb_action(), 0..max_actions.max(1))
+        .prop_map(|actions| Builder::run(&actions).finish(HISTORY_ID))
+}
+
 /// A valid history cut after any of its events (including none and all): what a crash
 /// leaves behind.
 pub fn arb_interrupted_history() -> impl Strategy<Value = History> {

@@ -154,13 +154,44 @@ pub fn is_appendable(v: &Value) -> bool {
 /// JavaScript, a copy with those numbers respelled (what `JSON.parse` then `JSON.stringify`
 /// would give).
 pub fn snapshot_for_append(v: &Value) -> Option<Value> {
-    if !is_appendable(v) {
-        return None;
-    }
-    if !has_verbatim_number(v) {
+    if !append_scan(v, 0)? {
         return Some(v.clone());
     }
     Some(canonicalize(v))
+}
+
+/// How deep [`append_scan`] recurses before it continues with an explicit stack.
+const SCAN_RECURSION: usize = 32;
+
+/// One walk for [`snapshot_for_append`]: `None` if `v` is not appendable (see
+/// [`is_appendable`]), otherwise whether it holds a verbatim number. Shallow values are walked
+/// recursively, without allocating; deeper levels continue iteratively.
+fn append_scan(v: &Value, depth: usize) -> Option<bool> {
+    match v {
+        Value::Number(n) => n.is_appendable().then(|| n.is_verbatim()),
+        Value::Array(items) if depth < SCAN_RECURSION => {
+            let mut verbatim = false;
+            for item in items.iter() {
+                verbatim |= append_scan(item, depth + 1)?;
+            }
+            Some(verbatim)
+        }
+        Value::Object(o) if depth < SCAN_RECURSION => {
+            let mut verbatim = false;
+            for (_, item) in o.entries() {
+                verbatim |= append_scan(item, depth + 1)?;
+            }
+            Some(verbatim)
+        }
+        Value::Array(_) | Value::Object(_) => {
+            if is_appendable(v) {
+                Some(has_verbatim_number(v))
+            } else {
+                None
+            }
+        }
+        _ => Some(false),
+    }
 }
 
 fn has_verbatim_number(v: &Value) -> bool {

@@ -110,7 +110,8 @@ impl Number {
         if !v.is_finite() || self.is_negative_zero() {
             return false;
         }
-        !(self.is_integer_literal() && v.abs() > MAX_SAFE_INTEGER as f64)
+        // The magnitude first: the literal's form only matters outside the safe range.
+        v.abs() <= MAX_SAFE_INTEGER as f64 || !self.is_integer_literal()
     }
 
     /// The same value in JavaScript spelling (what `JSON.stringify(JSON.parse(text))` gives).

@@ -1,0 +1,1249 @@
+//! The async backend: [`PostgresBackend`], implementing [`session_persist::Backend`].
+//!
+//! Every operation checks a connection out of the backend's pool (see [`PostgresOptions`]),
+//! runs one transaction on it and hands it back. Reads run `REPEATABLE READ, READ ONLY`, so a
+//! read sees one snapshot of the session row and its event rows. Writes follow the lease
+//! protocol described in the [crate documentation](crate).
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use session_core::json::{self, Value};
+use session_core::{Event, SessionHeader};
+use session_persist::{Backend, FormatRefusal, Revision, StoredPrefix, StoredSuffix, TornMarker};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Config, GenericClient, IsolationLevel, Row, Transaction};
+
+use crate::BACKEND_NAME;
+use crate::codec::{self, EventRow};
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+use crate::schema::{self, SESSION_LOCK_CLASS};
+
+/// The default connection string.
+pub const DEFAULT_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
+
+/// The default number of pooled connections.
+pub const DEFAULT_POOL_SIZE: usize = 8;
+
+/// The default writer-lease duration.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// The default connect timeout.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a resolution read waits for an undecided transaction's locks.
+const RESOLVE_LOCK_TIMEOUT: &str = "30s";
+
+/// The backend's options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// The schema that holds the tables (created when missing). `None`: the connection's
+    /// default `search_path`. When set, every pooled connection starts with
+    /// `options=-csearch_path=<schema>`.
+    pub schema: Option<String>,
+    /// The most connections the pool opens (default 8).
+    pub pool_size: usize,
+    /// How long a writer lease lasts after its last write (default 30 s).
+    pub lease_ttl: Duration,
+    /// How long a write waits for another writer's live lease to expire before failing with
+    /// [`Error::LeaseHeld`] (default 0: fail at once).
+    pub lease_wait: Duration,
+    /// The connect timeout (default 5 s).
+    pub connect_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> PostgresOptions {
+        PostgresOptions {
+            schema: None,
+            pool_size: DEFAULT_POOL_SIZE,
+            lease_ttl: DEFAULT_LEASE_TTL,
+            lease_wait: Duration::ZERO,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// Uses `schema` for the tables.
+    #[must_use]
+    pub fn schema(mut self, schema: impl Into<String>) -> PostgresOptions {
+        self.schema = Some(schema.into());
+        self
+    }
+
+    /// Sets the pool size.
+    #[must_use]
+    pub fn pool_size(mut self, size: usize) -> PostgresOptions {
+        self.pool_size = size;
+        self
+    }
+
+    /// Sets the lease duration.
+    #[must_use]
+    pub fn lease_ttl(mut self, ttl: Duration) -> PostgresOptions {
+        self.lease_ttl = ttl;
+        self
+    }
+
+    /// Sets how long a write waits for another writer's lease to expire.
+    #[must_use]
+    pub fn lease_wait(mut self, wait: Duration) -> PostgresOptions {
+        self.lease_wait = wait;
+        self
+    }
+
+    /// Sets the connect timeout.
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> PostgresOptions {
+        self.connect_timeout = timeout;
+        self
+    }
+}
+
+/// The columns of a session row, in [`SessionRow::decode`] order.
+const SESSION_COLUMNS: &str = "id, version, created_at, cwd, parent_session, seed_length, \
+    origin, delegation_depth, agent_preset, header_json, incarnation::text, revision, next_seq, \
+    lease_epoch, lease_holder::text, \
+    (lease_holder IS NOT NULL AND lease_expires_at > now()) AS lease_live, \
+    coalesce((extract(epoch FROM (lease_expires_at - now())) * 1000)::bigint, 0) AS lease_ms";
+
+/// The columns of an event row, in [`decode_event_row`] order.
+const EVENT_COLUMNS: &str = "seq, last_seq, type, time, packed, line_text, line_zstd, \
+    surface_op, source_event_seqs, ignorable";
+
+const INSERT_EVENTS: &str = "INSERT INTO events (session_id, seq, last_seq, type, time, packed, \
+    line_text, line_zstd, surface_op, source_event_seqs, ignorable) \
+    SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::bigint[], \
+    $6::boolean[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::boolean[])";
+
+const INSERT_SESSION: &str = "INSERT INTO sessions (id, version, created_at, cwd, \
+    parent_session, seed_length, origin, delegation_depth, agent_preset, header_json, next_seq, \
+    last_batch_seq, lease_epoch, lease_holder, lease_expires_at) \
+    VALUES ($1, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1, $12::text::uuid, \
+    now() + $13::bigint * interval '1 millisecond') \
+    ON CONFLICT (id) DO NOTHING RETURNING lease_epoch";
+
+const UPDATE_AFTER_WRITE: &str = "UPDATE sessions SET next_seq = $2, last_batch_seq = $3, \
+    revision = revision + 1, lease_epoch = $4, lease_holder = $5::text::uuid, \
+    lease_expires_at = now() + $6::bigint * interval '1 millisecond' WHERE id = $1";
+
+/// A decoded session row.
+#[derive(Debug, Clone)]
+struct SessionRow {
+    id: String,
+    version: i32,
+    created_at: i64,
+    cwd: Option<String>,
+    parent_session: Option<String>,
+    seed_length: Option<i64>,
+    origin: Option<String>,
+    delegation_depth: Option<i64>,
+    agent_preset: Option<String>,
+    header_json: String,
+    incarnation: String,
+    revision: i64,
+    next_seq: i64,
+    lease_epoch: i64,
+    lease_holder: Option<String>,
+    lease_live: bool,
+    lease_ms: i64,
+}
+
+fn cell<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    i: usize,
+    id: &str,
+    seq: Option<u64>,
+) -> Result<T> {
+    row.try_get(i)
+        .map_err(|e| Error::corrupt(id, seq, format!("column {i}: {e}")))
+}
+
+impl SessionRow {
+    fn decode(row: &Row, id: &str) -> Result<SessionRow> {
+        Ok(SessionRow {
+            id: cell(row, 0, id, None)?,
+            version: cell(row, 1, id, None)?,
+            created_at: cell(row, 2, id, None)?,
+            cwd: cell(row, 3, id, None)?,
+            parent_session: cell(row, 4, id, None)?,
+            seed_length: cell(row, 5, id, None)?,
+            origin: cell(row, 6, id, None)?,
+            delegation_depth: cell(row, 7, id, None)?,
+            agent_preset: cell(row, 8, id, None)?,
+            header_json: cell(row, 9, id, None)?,
+            incarnation: cell(row, 10, id, None)?,
+            revision: cell(row, 11, id, None)?,
+            next_seq: cell(row, 12, id, None)?,
+            lease_epoch: cell(row, 13, id, None)?,
+            lease_holder: cell(row, 14, id, None)?,
+            lease_live: cell(row, 15, id, None)?,
+            lease_ms: cell(row, 16, id, None)?,
+        })
+    }
+}
+
+fn decode_event_row(row: &Row, id: &str) -> Result<EventRow> {
+    Ok(EventRow {
+        seq: cell(row, 0, id, None)?,
+        last_seq: cell(row, 1, id, None)?,
+        ty: cell(row, 2, id, None)?,
+        time: cell(row, 3, id, None)?,
+        packed: cell(row, 4, id, None)?,
+        text: cell(row, 5, id, None)?,
+        zstd: cell(row, 6, id, None)?,
+        surface_op: cell(row, 7, id, None)?,
+        source_event_seqs: cell(row, 8, id, None)?,
+        ignorable: cell(row, 9, id, None)?,
+    })
+}
+
+const KNOWN_HEADER_KEYS: [&str; 9] = [
+    "version",
+    "id",
+    "createdAt",
+    "cwd",
+    "parentSession",
+    "seedLength",
+    "origin",
+    "delegationDepth",
+    "agentPreset",
+];
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The header of a session row (columns) and the header record as written.
+fn row_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
+    if row.version != 0 {
+        return Err(Error::FormatUnsupported(FormatRefusal::Version {
+            id: row.id.clone(),
+            version: row.version.to_string(),
+            newer: row.version > 0,
+        }));
+    }
+    let header_value = json::parse(&row.header_json)
+        .map_err(|e| Error::corrupt(&row.id, None, format!("header_json: {e}")))?;
+    let mut meta = SessionHeader::new(row.id.as_str(), to_u64(row.created_at));
+    meta.cwd = row.cwd.as_deref().map(Into::into);
+    meta.parent_session = row.parent_session.as_deref().map(Into::into);
+    meta.seed_length = row.seed_length.map(to_u64);
+    meta.origin_subagent = row.origin.is_some();
+    meta.delegation_depth = row.delegation_depth.map(to_u64);
+    meta.agent_preset = row.agent_preset.as_deref().map(Into::into);
+    if let Some(object) = header_value.as_object() {
+        meta.extra = object
+            .iter()
+            .filter(|(k, _)| !KNOWN_HEADER_KEYS.contains(k))
+            .map(|(k, v)| (json::key(k), v.clone()))
+            .collect();
+    }
+    Ok((meta, header_value))
+}
+
+/// The arrays of an `unnest` insert.
+fn insert_params(rows: &[EventRow]) -> InsertArrays {
+    InsertArrays {
+        seq: rows.iter().map(|r| r.seq).collect(),
+        last_seq: rows.iter().map(|r| r.last_seq).collect(),
+        ty: rows.iter().map(|r| r.ty.clone()).collect(),
+        time: rows.iter().map(|r| r.time).collect(),
+        packed: rows.iter().map(|r| r.packed).collect(),
+        text: rows.iter().map(|r| r.text.clone()).collect(),
+        zstd: rows.iter().map(|r| r.zstd.clone()).collect(),
+        surface_op: rows.iter().map(|r| r.surface_op.clone()).collect(),
+        source_event_seqs: rows.iter().map(|r| r.source_event_seqs.clone()).collect(),
+        ignorable: rows.iter().map(|r| r.ignorable).collect(),
+    }
+}
+
+struct InsertArrays {
+    seq: Vec<i64>,
+    last_seq: Vec<i64>,
+    ty: Vec<String>,
+    time: Vec<i64>,
+    packed: Vec<bool>,
+    text: Vec<Option<String>>,
+    zstd: Vec<Option<Vec<u8>>>,
+    surface_op: Vec<Option<String>>,
+    source_event_seqs: Vec<Option<String>>,
+    ignorable: Vec<bool>,
+}
+
+async fn insert_rows(tx: &Transaction<'_>, id: &str, rows: &[EventRow]) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let a = insert_params(rows);
+    tx.execute_typed(
+        INSERT_EVENTS,
+        &[
+            (&id, Type::TEXT),
+            (&a.seq, Type::INT8_ARRAY),
+            (&a.last_seq, Type::INT8_ARRAY),
+            (&a.ty, Type::TEXT_ARRAY),
+            (&a.time, Type::INT8_ARRAY),
+            (&a.packed, Type::BOOL_ARRAY),
+            (&a.text, Type::TEXT_ARRAY),
+            (&a.zstd, Type::BYTEA_ARRAY),
+            (&a.surface_op, Type::TEXT_ARRAY),
+            (&a.source_event_seqs, Type::TEXT_ARRAY),
+            (&a.ignorable, Type::BOOL_ARRAY),
+        ],
+    )
+    .await
+    .map_err(Error::pg("insert events"))?;
+    Ok(())
+}
+
+async fn session_row(
+    client: &impl GenericClient,
+    id: &str,
+    lock: &str,
+) -> Result<Option<SessionRow>> {
+    let row = client
+        .query_typed_opt(
+            &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 {lock}"),
+            &[(&id, Type::TEXT)],
+        )
+        .await
+        .map_err(Error::pg("read session"))?;
+    row.map(|r| SessionRow::decode(&r, id)).transpose()
+}
+
+async fn event_rows(
+    client: &impl GenericClient,
+    id: &str,
+    filter: &str,
+    bounds: &[i64],
+) -> Result<Vec<EventRow>> {
+    let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&id, Type::TEXT)];
+    params.extend(
+        bounds
+            .iter()
+            .map(|b| (b as &(dyn ToSql + Sync), Type::INT8)),
+    );
+    let rows = client
+        .query_typed(
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 {filter} ORDER BY seq"
+            ),
+            &params,
+        )
+        .await
+        .map_err(Error::pg("read events"))?;
+    rows.iter().map(|r| decode_event_row(r, id)).collect()
+}
+
+/// How one append attempt ended when it did not succeed.
+enum Failure {
+    /// Nothing was committed.
+    Definite(Error),
+    /// The connection broke while the commit was in flight: the outcome is unknown.
+    CommitUnknown(Error),
+}
+
+/// What re-reading the tail after an unknown commit outcome showed.
+enum Resolution {
+    /// The batch is stored, whole and byte-identical; the lease epoch it was written under.
+    Committed(i64),
+    /// Nothing of the batch is stored.
+    Absent,
+}
+
+struct Inner {
+    pool: Arc<Pool>,
+    options: PostgresOptions,
+    store_id: String,
+    /// This instance's lease-holder id.
+    holder: String,
+    /// The lease epoch held per session.
+    held: Mutex<HashMap<String, i64>>,
+    closed: AtomicBool,
+}
+
+/// The `PostgreSQL` session-persistence backend (`session-persistence-postgres`): every
+/// session of a store in one schema, written through fenced writer leases. See the
+/// [crate documentation](crate).
+#[derive(Clone)]
+pub struct PostgresBackend {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PostgresBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresBackend")
+            .field("store_id", &self.inner.store_id)
+            .field("holder", &self.inner.holder)
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `name` is a plain schema name (letters, digits, `_`; not starting with a digit).
+fn valid_schema_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+}
+
+impl PostgresBackend {
+    /// Connects with a connection string (`postgres://user@host:port/db?...` or
+    /// `host=... user=... dbname=...`), applies the migrations and returns the backend.
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<PostgresBackend> {
+        // The connection string is not echoed: it may hold a password.
+        let config = Config::from_str(url)
+            .map_err(|e| Error::InvalidConfig(format!("the connection string: {e}")))?;
+        PostgresBackend::from_config(config, options).await
+    }
+
+    /// Connects with a parsed configuration (see [`PostgresBackend::connect`]).
+    pub async fn from_config(
+        mut config: Config,
+        options: PostgresOptions,
+    ) -> Result<PostgresBackend> {
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(Error::TlsUnavailable);
+        }
+        if let Some(schema) = &options.schema {
+            if !valid_schema_name(schema) {
+                return Err(Error::InvalidConfig(format!(
+                    "schema {schema:?} must be 1 to 63 ASCII letters, digits or '_', not \
+                     starting with a digit"
+                )));
+            }
+            let search_path = format!("-csearch_path={schema}");
+            let combined = match config.get_options() {
+                Some(given) if !given.trim().is_empty() => format!("{given} {search_path}"),
+                _ => search_path,
+            };
+            config.options(combined);
+        }
+        if options.pool_size == 0 {
+            return Err(Error::InvalidConfig(
+                "pool_size must be at least 1".to_owned(),
+            ));
+        }
+        config.connect_timeout(options.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name(BACKEND_NAME);
+        }
+        let pool = Pool::new(config, options.pool_size, options.connect_timeout);
+        let mut conn = pool.get().await?;
+        let store_id = schema::migrate(conn.client(), options.schema.as_deref()).await?;
+        let holder: String = conn
+            .client()
+            .query_one("SELECT gen_random_uuid()::text", &[])
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(Error::pg("connect"))?;
+        conn.done();
+        Ok(PostgresBackend {
+            inner: Arc::new(Inner {
+                pool,
+                options,
+                store_id,
+                holder,
+                held: Mutex::new(HashMap::new()),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &PostgresOptions {
+        &self.inner.options
+    }
+
+    /// The store identity (a uuid created with the schema); part of every revision.
+    pub fn store_id(&self) -> &str {
+        &self.inner.store_id
+    }
+
+    /// This instance's lease-holder id (a uuid).
+    pub fn holder_id(&self) -> &str {
+        &self.inner.holder
+    }
+
+    /// The lease epoch this instance holds on `id`, if any.
+    pub fn held_epoch(&self, id: &str) -> Option<i64> {
+        self.held().get(id).copied()
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn revision(&self, row: &SessionRow) -> Revision {
+        Revision::new(format!(
+            "postgres:store:{}:incarnation:{}:revision:{}",
+            self.inner.store_id, row.incarnation, row.revision
+        ))
+    }
+
+    /// [`Backend::load_stored`] with this crate's error type. The stored log is never torn:
+    /// every write is one transaction, so any damage is an error naming the row.
+    pub async fn load(&self, id: &str) -> Result<Option<StoredPrefix>> {
+        self.check_open()?;
+        let mut conn = self.inner.pool.get().await?;
+        let tx = read_tx(conn.client()).await?;
+        let Some(row) = session_row(&tx, id, "").await? else {
+            drop(tx);
+            conn.done();
+            return Ok(None);
+        };
+        let rows = event_rows(&tx, id, "", &[]).await?;
+        tx.commit().await.map_err(Error::pg("load"))?;
+        conn.done();
+        let (meta, header_value) = row_meta(&row)?;
+        let events = codec::decode_rows(id, &rows, 0)?;
+        if events.len() as u64 != to_u64(row.next_seq) {
+            return Err(Error::corrupt(
+                id,
+                None,
+                format!(
+                    "next_seq is {} but {} events are stored",
+                    row.next_seq,
+                    events.len()
+                ),
+            ));
+        }
+        Ok(Some(StoredPrefix {
+            meta,
+            header_value,
+            events,
+            invalid_envelope: None,
+            revision: self.revision(&row),
+            torn: None,
+        }))
+    }
+
+    /// [`Backend::read_stored_revision`] with this crate's error type.
+    pub async fn read_revision(&self, id: &str) -> Result<Option<Revision>> {
+        self.check_open()?;
+        let mut conn = self.inner.pool.get().await?;
+        let row = session_row(conn.client(), id, "").await?;
+        conn.done();
+        Ok(row.map(|r| self.revision(&r)))
+    }
+
+    /// The stored next seq of `id` (`None`: no such session).
+    pub async fn next_seq(&self, id: &str) -> Result<Option<u64>> {
+        self.check_open()?;
+        let mut conn = self.inner.pool.get().await?;
+        let row = session_row(conn.client(), id, "").await?;
+        conn.done();
+        Ok(row.map(|r| to_u64(r.next_seq)))
+    }
+
+    /// [`Backend::load_stored_from`] with this crate's error type: reads only the rows whose
+    /// last seq is at least `from_seq`.
+    pub async fn load_from(&self, id: &str, from_seq: u64) -> Result<Option<StoredSuffix>> {
+        self.check_open()?;
+        let mut conn = self.inner.pool.get().await?;
+        let tx = read_tx(conn.client()).await?;
+        let Some(row) = session_row(&tx, id, "").await? else {
+            drop(tx);
+            conn.done();
+            return Ok(None);
+        };
+        let from = to_i64(from_seq);
+        let rows = event_rows(&tx, id, "AND last_seq >= $2", &[from]).await?;
+        tx.commit().await.map_err(Error::pg("load"))?;
+        conn.done();
+        let (meta, header_value) = row_meta(&row)?;
+        let events = match rows.first() {
+            None => Vec::new(),
+            Some(first) => {
+                if first.seq > from {
+                    return Err(Error::corrupt(
+                        id,
+                        Some(to_u64(first.seq)),
+                        format!("no stored row holds seq {from_seq}"),
+                    ));
+                }
+                let mut events = codec::decode_rows(id, &rows, to_u64(first.seq))?;
+                events.retain(|e| e.seq() >= from_seq);
+                events
+            }
+        };
+        let end = events.last().map_or(from_seq, |e| e.seq() + 1);
+        if from_seq < to_u64(row.next_seq) && end != to_u64(row.next_seq) {
+            return Err(Error::corrupt(
+                id,
+                None,
+                format!(
+                    "next_seq is {} but the stored rows end at {end}",
+                    row.next_seq
+                ),
+            ));
+        }
+        Ok(Some(StoredSuffix {
+            meta,
+            header_value,
+            events,
+        }))
+    }
+
+    /// The headers of stored sessions in id order, at most `limit`, after `after` (exclusive).
+    /// Pass the last id of a page as `after` to read the next one; a page shorter than
+    /// `limit` is the last.
+    pub async fn list_page(&self, after: Option<&str>, limit: u32) -> Result<Vec<SessionHeader>> {
+        self.check_open()?;
+        let mut conn = self.inner.pool.get().await?;
+        let limit = i64::from(limit);
+        let rows = conn
+            .client()
+            .query(
+                &format!(
+                    "SELECT {SESSION_COLUMNS} FROM sessions WHERE ($1::text IS NULL OR id > $1) \
+                     ORDER BY id LIMIT $2"
+                ),
+                &[&after, &limit],
+            )
+            .await
+            .map_err(Error::pg("list"))?;
+        conn.done();
+        rows.iter()
+            .map(|r| SessionRow::decode(r, "").and_then(|s| row_meta(&s).map(|(m, _)| m)))
+            .collect()
+    }
+
+    /// Every session header with its revision (unordered).
+    pub async fn snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
+        self.check_open()?;
+        let mut conn = self.inner.pool.get().await?;
+        let rows = conn
+            .client()
+            .query(
+                &format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY id"),
+                &[],
+            )
+            .await
+            .map_err(Error::pg("list"))?;
+        conn.done();
+        rows.iter()
+            .map(|r| {
+                let row = SessionRow::decode(r, "")?;
+                let (meta, _) = row_meta(&row)?;
+                Ok((meta, self.revision(&row)))
+            })
+            .collect()
+    }
+
+    /// Locks the session row of a write (`SELECT ... FOR UPDATE`) and checks the lease:
+    /// the epoch this instance holds must still be the stored one (else
+    /// [`Error::LeaseLost`]); without a held epoch, a live lease of another writer is
+    /// [`Error::LeaseHeld`] and anything else is taken over with the epoch plus one. Returns
+    /// the row and the epoch to write under.
+    async fn lock_for_write(&self, tx: &Transaction<'_>, id: &str) -> Result<(SessionRow, i64)> {
+        let Some(row) = session_row(tx, id, "FOR UPDATE").await? else {
+            return Err(Error::SessionMissing { id: id.to_owned() });
+        };
+        let mine = row.lease_holder.as_deref() == Some(self.inner.holder.as_str());
+        if let Some(held) = self.held_epoch(id) {
+            if row.lease_epoch != held || !mine {
+                return Err(Error::LeaseLost {
+                    id: id.to_owned(),
+                    held,
+                    current: row.lease_epoch,
+                });
+            }
+            return Ok((row, held));
+        }
+        if row.lease_live && !mine {
+            return Err(Error::LeaseHeld {
+                id: id.to_owned(),
+                epoch: row.lease_epoch,
+                expires_in_ms: row.lease_ms,
+            });
+        }
+        let epoch = row.lease_epoch + 1;
+        Ok((row, epoch))
+    }
+
+    /// How long to sleep before trying a write again while another writer's lease is live
+    /// (until it expires, bounded by what is left of `lease_wait`); `None`: give up.
+    fn lease_nap(&self, started: Instant, expires_in_ms: i64) -> Option<Duration> {
+        let left = self
+            .inner
+            .options
+            .lease_wait
+            .checked_sub(started.elapsed())
+            .filter(|d| !d.is_zero())?;
+        Some(Duration::from_millis(to_u64(expires_in_ms) + 5).min(left))
+    }
+
+    /// One append attempt: one transaction.
+    async fn try_append(
+        &self,
+        meta: &SessionHeader,
+        rows: &[EventRow],
+        first: u64,
+        is_materialized: bool,
+    ) -> std::result::Result<i64, Failure> {
+        let mut conn = self.inner.pool.get().await.map_err(Failure::Definite)?;
+        let tx = conn
+            .client()
+            .transaction()
+            .await
+            .map_err(|e| Failure::Definite(Error::pg("begin")(e)))?;
+        let epoch = match self
+            .append_in(&tx, meta, rows, first, is_materialized)
+            .await
+        {
+            Ok(epoch) => epoch,
+            Err(e) => {
+                // A refusal (lease, seq) leaves a healthy connection: roll back and keep it.
+                if !matches!(e, Error::Postgres { .. }) && tx.rollback().await.is_ok() {
+                    conn.done();
+                }
+                return Err(Failure::Definite(e));
+            }
+        };
+        match tx.commit().await {
+            Ok(()) => {
+                conn.done();
+                Ok(epoch)
+            }
+            Err(e) if e.as_db_error().is_none() => {
+                Err(Failure::CommitUnknown(Error::pg("commit")(e)))
+            }
+            Err(e) => Err(Failure::Definite(Error::pg("commit")(e))),
+        }
+    }
+
+    async fn append_in(
+        &self,
+        tx: &Transaction<'_>,
+        meta: &SessionHeader,
+        rows: &[EventRow],
+        first: u64,
+        is_materialized: bool,
+    ) -> Result<i64> {
+        let id = &*meta.id;
+        let last = rows.last().map_or(first, |r| to_u64(r.last_seq));
+        let ttl = ms(self.inner.options.lease_ttl);
+        let epoch = if is_materialized {
+            let (row, epoch) = self.lock_for_write(tx, id).await?;
+            if to_u64(row.next_seq) != first {
+                return Err(Error::AppendStart {
+                    id: id.to_owned(),
+                    first,
+                    expected: to_u64(row.next_seq),
+                });
+            }
+            tx.execute_typed(
+                UPDATE_AFTER_WRITE,
+                &[
+                    (&id, Type::TEXT),
+                    (&to_i64(last + 1), Type::INT8),
+                    (&to_i64(first), Type::INT8),
+                    (&epoch, Type::INT8),
+                    (&self.inner.holder, Type::TEXT),
+                    (&ttl, Type::INT8),
+                ],
+            )
+            .await
+            .map_err(Error::pg("append"))?;
+            epoch
+        } else {
+            if first != 0 {
+                return Err(Error::AppendStart {
+                    id: id.to_owned(),
+                    first,
+                    expected: 0,
+                });
+            }
+            self.insert_session(tx, meta, last + 1, 0).await?
+        };
+        insert_rows(tx, id, rows).await?;
+        Ok(epoch)
+    }
+
+    /// Inserts a new session row leased to this instance at epoch 1 (under the session's
+    /// advisory lock); refuses an existing one.
+    async fn insert_session(
+        &self,
+        tx: &Transaction<'_>,
+        meta: &SessionHeader,
+        next_seq: u64,
+        last_batch_seq: u64,
+    ) -> Result<i64> {
+        let id = &*meta.id;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&SESSION_LOCK_CLASS, &id],
+        )
+        .await
+        .map_err(Error::pg("append"))?;
+        let header = meta.to_value().to_json();
+        let inserted = tx
+            .query_opt(
+                INSERT_SESSION,
+                &[
+                    &id,
+                    &to_i64(meta.created_at),
+                    &meta.cwd.as_deref(),
+                    &meta.parent_session.as_deref(),
+                    &meta.seed_length.map(to_i64),
+                    &meta.origin_subagent.then_some("subagent"),
+                    &meta.delegation_depth.map(to_i64),
+                    &meta.agent_preset.as_deref(),
+                    &header,
+                    &to_i64(next_seq),
+                    &to_i64(last_batch_seq),
+                    &self.inner.holder,
+                    &ms(self.inner.options.lease_ttl),
+                ],
+            )
+            .await
+            .map_err(Error::pg("append"))?;
+        match inserted {
+            Some(row) => row.try_get(0).map_err(Error::pg("append")),
+            None => Err(Error::AlreadyMaterialized { id: id.to_owned() }),
+        }
+    }
+
+    /// Re-reads the tail after an append whose commit outcome is unknown. The session's
+    /// advisory lock and a `FOR SHARE` lock on its row wait until the broken connection's
+    /// transaction is decided; then the batch's seqs are compared row by row, bytes included.
+    async fn resolve(&self, id: &str, rows: &[EventRow]) -> Result<Resolution> {
+        let first = rows.first().map_or(0, |r| r.seq);
+        let last = rows.last().map_or(first, |r| r.last_seq);
+        let mut conn = self.inner.pool.get().await?;
+        let tx = conn
+            .client()
+            .transaction()
+            .await
+            .map_err(Error::pg("resolve"))?;
+        tx.batch_execute(&format!(
+            "SET LOCAL lock_timeout = '{RESOLVE_LOCK_TIMEOUT}'"
+        ))
+        .await
+        .map_err(Error::pg("resolve"))?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&SESSION_LOCK_CLASS, &id],
+        )
+        .await
+        .map_err(Error::pg("resolve"))?;
+        let row = session_row(&tx, id, "FOR SHARE").await?;
+        let stored =
+            event_rows(&tx, id, "AND last_seq >= $2 AND seq <= $3", &[first, last]).await?;
+        tx.commit().await.map_err(Error::pg("resolve"))?;
+        conn.done();
+        let Some(row) = row else {
+            return Ok(Resolution::Absent);
+        };
+        if stored.is_empty() {
+            return Ok(Resolution::Absent);
+        }
+        if stored.as_slice() == rows {
+            if row.lease_holder.as_deref() == Some(self.inner.holder.as_str()) {
+                return Ok(Resolution::Committed(row.lease_epoch));
+            }
+            return Err(Error::CommitOutcomeMismatch {
+                id: id.to_owned(),
+                first: to_u64(first),
+                why: "the batch is stored, but another writer holds the lease now".to_owned(),
+            });
+        }
+        Err(Error::CommitOutcomeMismatch {
+            id: id.to_owned(),
+            first: to_u64(first),
+            why: format!(
+                "{} stored rows overlap seqs {first}..={last} and differ from the batch",
+                stored.len()
+            ),
+        })
+    }
+
+    /// [`Backend::append_batch`] with this crate's error type.
+    ///
+    /// One transaction: lock the session row, check the lease epoch and the next seq, insert
+    /// the rows, bump the revision, renew the lease. When the connection breaks while the
+    /// commit is in flight, the tail is re-read: a stored, byte-identical
+    /// batch is success; an absent one is retried once (the retry re-checks everything).
+    pub async fn append(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        is_materialized: bool,
+    ) -> Result<()> {
+        self.check_open()?;
+        let Some(first) = events.first().map(Event::seq) else {
+            return Ok(());
+        };
+        let rows = codec::pack_batch(events)?;
+        let id = &*meta.id;
+        let started = Instant::now();
+        let mut unknown_tries = 0;
+        loop {
+            match self.try_append(meta, &rows, first, is_materialized).await {
+                Ok(epoch) => {
+                    self.held().insert(id.to_owned(), epoch);
+                    return Ok(());
+                }
+                Err(Failure::Definite(Error::LeaseHeld {
+                    id: held_id,
+                    epoch,
+                    expires_in_ms,
+                })) => {
+                    let Some(nap) = self.lease_nap(started, expires_in_ms) else {
+                        return Err(Error::LeaseHeld {
+                            id: held_id,
+                            epoch,
+                            expires_in_ms,
+                        });
+                    };
+                    tokio::time::sleep(nap).await;
+                }
+                Err(Failure::Definite(e)) => return Err(e),
+                Err(Failure::CommitUnknown(e)) => {
+                    unknown_tries += 1;
+                    match self.resolve(id, &rows).await? {
+                        Resolution::Committed(epoch) => {
+                            self.held().insert(id.to_owned(), epoch);
+                            return Ok(());
+                        }
+                        Resolution::Absent if unknown_tries < 2 => {}
+                        Resolution::Absent => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Backend::commit_repair`] with this crate's error type; `torn` is the seq marker.
+    /// One transaction under the same lease check as an append (waiting up to `lease_wait`
+    /// for another writer's lease).
+    pub async fn repair(
+        &self,
+        meta: &SessionHeader,
+        torn: Option<u64>,
+        closers: &[Event],
+    ) -> Result<()> {
+        self.check_open()?;
+        if torn.is_none() && closers.is_empty() {
+            return Ok(());
+        }
+        let rows = closers
+            .iter()
+            .map(codec::bind_event)
+            .collect::<Result<Vec<_>>>()?;
+        let started = Instant::now();
+        loop {
+            match self.try_repair(meta, torn, closers, &rows).await {
+                Err(Error::LeaseHeld {
+                    id,
+                    epoch,
+                    expires_in_ms,
+                }) => {
+                    let Some(nap) = self.lease_nap(started, expires_in_ms) else {
+                        return Err(Error::LeaseHeld {
+                            id,
+                            epoch,
+                            expires_in_ms,
+                        });
+                    };
+                    tokio::time::sleep(nap).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn try_repair(
+        &self,
+        meta: &SessionHeader,
+        torn: Option<u64>,
+        closers: &[Event],
+        rows: &[EventRow],
+    ) -> Result<()> {
+        let id = &*meta.id;
+        let mut conn = self.inner.pool.get().await?;
+        let tx = conn
+            .client()
+            .transaction()
+            .await
+            .map_err(Error::pg("repair"))?;
+        let (row, epoch) = self.lock_for_write(&tx, id).await?;
+        let mut next = to_u64(row.next_seq);
+        if let Some(marker) = torn {
+            if marker > next {
+                return Err(Error::StaleRepair {
+                    id: id.to_owned(),
+                    marker,
+                    next_seq: next,
+                });
+            }
+            let straddling = event_rows(
+                &tx,
+                id,
+                "AND seq < $2 AND last_seq >= $2",
+                &[to_i64(marker)],
+            )
+            .await?;
+            if !straddling.is_empty() {
+                return Err(Error::StaleRepair {
+                    id: id.to_owned(),
+                    marker,
+                    next_seq: next,
+                });
+            }
+            tx.execute(
+                "DELETE FROM events WHERE session_id = $1 AND seq >= $2",
+                &[&id, &to_i64(marker)],
+            )
+            .await
+            .map_err(Error::pg("repair"))?;
+            next = marker;
+        }
+        if let Some(first) = closers.first() {
+            if first.seq() != next {
+                return Err(Error::StaleCloser {
+                    id: id.to_owned(),
+                    seq: first.seq(),
+                    expected: next,
+                });
+            }
+            insert_rows(&tx, id, rows).await?;
+            next += closers.len() as u64;
+        }
+        tx.execute_typed(
+            UPDATE_AFTER_WRITE,
+            &[
+                (&id, Type::TEXT),
+                (&to_i64(next), Type::INT8),
+                (
+                    &to_i64(closers.first().map_or(next, Event::seq)),
+                    Type::INT8,
+                ),
+                (&epoch, Type::INT8),
+                (&self.inner.holder, Type::TEXT),
+                (&ms(self.inner.options.lease_ttl), Type::INT8),
+            ],
+        )
+        .await
+        .map_err(Error::pg("repair"))?;
+        tx.commit().await.map_err(Error::pg("repair"))?;
+        conn.done();
+        self.held().insert(id.to_owned(), epoch);
+        Ok(())
+    }
+
+    /// Server-side fork: creates `child` (a header naming its parent and seed length) holding
+    /// the first `seed_length` events of `parent`, inside the database with
+    /// `INSERT ... SELECT`: whole rows are copied without passing through the client; only a
+    /// packed row that straddles the boundary is read, cut and re-packed. The child is leased to
+    /// this instance. The boundary is taken as given (resolve it with the fork rules first).
+    ///
+    /// A live child with the same id and the same seed created afterwards (for example by
+    /// `SessionStore::fork` under the persistence service) adopts this stored seed and persists
+    /// only what follows it.
+    pub async fn fork_stored(
+        &self,
+        parent: &str,
+        child: &SessionHeader,
+        seed_length: u64,
+    ) -> Result<()> {
+        self.check_open()?;
+        let child_id = &*child.id;
+        let refuse = |why: String| Error::Fork {
+            parent: parent.to_owned(),
+            child: child_id.to_owned(),
+            why,
+        };
+        if seed_length == 0 {
+            return Err(refuse("the seed is empty".to_owned()));
+        }
+        let mut conn = self.inner.pool.get().await?;
+        let tx = conn
+            .client()
+            .transaction()
+            .await
+            .map_err(Error::pg("fork"))?;
+        let Some(source) = session_row(&tx, parent, "FOR SHARE").await? else {
+            return Err(refuse("the parent is not stored".to_owned()));
+        };
+        if to_u64(source.next_seq) < seed_length {
+            return Err(refuse(format!(
+                "the parent stores {} events, fewer than the seed length {seed_length}",
+                source.next_seq
+            )));
+        }
+        let epoch = self.insert_session(&tx, child, seed_length, 0).await?;
+        let seed = to_i64(seed_length);
+        tx.execute(
+            "INSERT INTO events (session_id, seq, last_seq, type, time, packed, line_text, \
+             line_zstd, surface_op, source_event_seqs, ignorable) \
+             SELECT $2, seq, last_seq, type, time, packed, line_text, line_zstd, surface_op, \
+             source_event_seqs, ignorable FROM events \
+             WHERE session_id = $1 AND last_seq < $3",
+            &[&parent, &child_id, &seed],
+        )
+        .await
+        .map_err(Error::pg("fork"))?;
+        let straddling =
+            event_rows(&tx, parent, "AND seq < $2 AND last_seq >= $2", &[seed]).await?;
+        if let Some(row) = straddling.first() {
+            let mut events = codec::decode_row(parent, row)?;
+            events.retain(|e| e.seq() < seed_length);
+            insert_rows(&tx, child_id, &codec::pack_batch(&events)?).await?;
+        }
+        tx.commit().await.map_err(Error::pg("fork"))?;
+        conn.done();
+        self.held().insert(child_id.to_owned(), epoch);
+        Ok(())
+    }
+
+    /// [`Backend::release`] with this crate's error type: gives up the lease on `id` (only if
+    /// it is still this instance's at the held epoch). The next write re-acquires it.
+    pub async fn release_lease(&self, id: &str) -> Result<()> {
+        let Some(epoch) = self.held().remove(id) else {
+            return Ok(());
+        };
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut conn = self.inner.pool.get().await?;
+        conn.client()
+            .execute(
+                "UPDATE sessions SET lease_holder = NULL, lease_expires_at = NULL \
+                 WHERE id = $1 AND lease_epoch = $2 AND lease_holder = $3::text::uuid",
+                &[&id, &epoch, &self.inner.holder],
+            )
+            .await
+            .map_err(Error::pg("release"))?;
+        conn.done();
+        Ok(())
+    }
+
+    /// [`Backend::close`] with this crate's error type: releases every held lease, then
+    /// closes the pool. Later operations fail with [`Error::Closed`].
+    pub async fn shutdown(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let held: Vec<String> = self.held().keys().cloned().collect();
+        let mut first_error = None;
+        for id in held {
+            if let Err(e) = self.release_lease(&id).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.inner.pool.close();
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+async fn read_tx(client: &mut tokio_postgres::Client) -> Result<Transaction<'_>> {
+    client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(Error::pg("begin"))
+}
+
+#[async_trait]
+impl Backend for PostgresBackend {
+    fn name(&self) -> &str {
+        BACKEND_NAME
+    }
+
+    async fn load_stored(&self, id: &str) -> session_persist::Result<Option<StoredPrefix>> {
+        Ok(self.load(id).await?)
+    }
+
+    async fn read_stored_revision(&self, id: &str) -> session_persist::Result<Option<Revision>> {
+        Ok(self.read_revision(id).await?)
+    }
+
+    fn supports_seek(&self) -> bool {
+        true
+    }
+
+    async fn load_stored_from(
+        &self,
+        id: &str,
+        from_seq: u64,
+    ) -> session_persist::Result<Option<StoredSuffix>> {
+        Ok(self.load_from(id, from_seq).await?)
+    }
+
+    async fn append_batch(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        is_materialized: bool,
+    ) -> session_persist::Result<()> {
+        Ok(self.append(meta, events, is_materialized).await?)
+    }
+
+    async fn commit_repair(
+        &self,
+        meta: &SessionHeader,
+        torn: Option<TornMarker>,
+        closers: &[Event],
+    ) -> session_persist::Result<()> {
+        let torn = match torn {
+            None => None,
+            Some(TornMarker::FromSeq(seq)) => Some(seq),
+            Some(_) => return Err(Error::ForeignMarker.into()),
+        };
+        Ok(self.repair(meta, torn, closers).await?)
+    }
+
+    async fn list(&self) -> session_persist::Result<Vec<SessionHeader>> {
+        Ok(self
+            .snapshots()
+            .await?
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect())
+    }
+
+    async fn list_snapshots(&self) -> session_persist::Result<Vec<(SessionHeader, Revision)>> {
+        Ok(self.snapshots().await?)
+    }
+
+    async fn release(&self, id: &str) -> session_persist::Result<()> {
+        Ok(self.release_lease(id).await?)
+    }
+
+    async fn close(&self) -> session_persist::Result<()> {
+        Ok(self.shutdown().await?)
+    }
+}
