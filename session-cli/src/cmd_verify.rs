@@ -10,7 +10,6 @@ use conformance::invariants::{
 };
 use session_core::json::Value;
 use session_core::{Events, FixedClock, SharedClock};
-use session_persist::Backend;
 use session_surface::Session;
 
 use crate::args::Invocation;
@@ -139,14 +138,10 @@ fn verify_file(file: &Path, strict: bool) -> FileResult {
             root: root.clone(),
             compression,
         })?;
-        let inspection = store
-            .block_on(store.persistence.inspect(&id, None))
+        let detailed = store
+            .block_on(store.persistence.inspect_detailed(&id, None))
             .map_err(|e| store.err(e, Some(file)))?;
-        let stored = store
-            .block_on(store.backend.load_stored(&id))
-            .map_err(|e| store.err(e, Some(file)))?
-            .map_or(0, |p| p.events.len())
-            .min(inspection.events.len());
+        let (inspection, stored) = (detailed.inspection, detailed.stored);
         store.close()?;
         let events = inspection.events;
         let prefix: Events = events.prefix(stored);

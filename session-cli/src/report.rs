@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use session_core::json::Value;
 use session_core::{Event, Events, SessionHeader};
-use session_persist::{Backend, Compression, TornMarker};
+use session_persist::{Compression, TornMarker};
 use session_surface::{Replacement, derive_event_message, fold_surface};
 
 use crate::error::{Error, Result};
@@ -124,24 +124,14 @@ pub(crate) fn counts<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<(St
 pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
     let id = target.id.clone();
     let file = target.file.clone();
-    // The raw stored prefix first (torn tail and stored length), dropped before the validated
-    // view is built, so that only one copy of the session is in memory at a time.
-    let stored = with_spinner(format!("scanning {id}"), || {
-        store.block_on(store.backend.load_stored(&id))
+    // One read of the log gives the validated view, the stored length and the torn tail.
+    let detailed = with_spinner(format!("reading {id}"), || {
+        store.block_on(store.persistence.inspect_detailed(&id, None))
     })
     .map_err(|e| store.err(e, file.as_deref()))?;
-    let stored_summary = stored.map(|p| (p.events.len(), p.torn));
-    let inspection = with_spinner(format!("reading {id}"), || {
-        store.block_on(store.persistence.inspect(&id, None))
-    })
-    .map_err(|e| store.err(e, file.as_deref()))?;
+    let inspection = detailed.inspection;
     let file = file.or_else(|| store.persistence.locate(&inspection.meta).map(|l| l.path));
-    let (stored_len, torn_marker) = stored_summary.ok_or_else(|| {
-        store.err(
-            session_persist::Error::NotFound { id: id.clone() },
-            file.as_deref(),
-        )
-    })?;
+    let (stored_len, torn_marker) = (detailed.stored, detailed.torn);
     let file_bytes = file
         .as_deref()
         .and_then(|f| std::fs::metadata(f).ok())

@@ -27,7 +27,7 @@ use crate::normalize::{
 };
 use crate::preparations::{Commit, Discard, Loader, Preparations, Reservation};
 use crate::promise::{Promise, Resolver, observe_queued_abort, promise, settled, unshare};
-use crate::service::{Inspection, SessionSnapshot, StoredEvents};
+use crate::service::{DetailedInspection, Inspection, SessionSnapshot, StoredEvents};
 use crate::write_behind::{
     BatchSink, BoxFuture, DEFAULT_MAX_PENDING_BYTES, WriteBehind, WriteBehindOptions,
 };
@@ -176,6 +176,20 @@ pub(crate) struct PreparedSource {
     session_length: u64,
     torn: Option<TornMarker>,
     closers: Vec<Event>,
+}
+
+impl PreparedSource {
+    fn detailed(&self) -> DetailedInspection {
+        DetailedInspection {
+            stored: self
+                .inspection
+                .events
+                .len()
+                .saturating_sub(self.closers.len()),
+            inspection: self.inspection.clone(),
+            torn: self.torn.clone(),
+        }
+    }
 }
 
 type Source = Arc<PreparedSource>;
@@ -1146,6 +1160,15 @@ impl CoordInner {
         }
     }
 
+    fn detailed_live(session: &SharedSession) -> DetailedInspection {
+        let inspection = CoordInner::inspect_live(session);
+        DetailedInspection {
+            stored: inspection.events.len(),
+            inspection,
+            torn: None,
+        }
+    }
+
     async fn read_stored_prefix(
         self: &Arc<Self>,
         id: &str,
@@ -1506,6 +1529,19 @@ impl Persistence {
     /// Reads a session without changing storage: closers are added in memory only. For a live
     /// id: its current (unflushed) view, which may have an open turn.
     pub async fn inspect(&self, id: &str, cancel: Option<&CancelToken>) -> Result<Inspection> {
+        self.inspect_detailed(id, cancel)
+            .await
+            .map(|detailed| detailed.inspection)
+    }
+
+    /// [`Persistence::inspect`], also telling how many of the events are stored and which torn
+    /// tail `load` would cut, from the same read of the log. A live id counts every event as
+    /// stored and has no torn tail.
+    pub async fn inspect_detailed(
+        &self,
+        id: &str,
+        cancel: Option<&CancelToken>,
+    ) -> Result<DetailedInspection> {
         self.inner.check_open()?;
         let me = &self.inner;
         loop {
@@ -1514,12 +1550,12 @@ impl Persistence {
                 me.wait_for_retirement(id, cancel).await?;
             }
             if let Some(live) = me.store.get(id) {
-                return Ok(CoordInner::inspect_live(&live));
+                return Ok(CoordInner::detailed_live(&live));
             }
             let attempt = async {
                 let observed = me.pool.inspect(id, me.loader(id), cancel).await?;
                 if let Some(live) = me.store.get(id) {
-                    return Ok(Some(CoordInner::inspect_live(&live)));
+                    return Ok(Some(CoordInner::detailed_live(&live)));
                 }
                 let source = observed.source.clone();
                 let current = me
@@ -1530,10 +1566,10 @@ impl Persistence {
                     )
                     .await?;
                 if let Some(live) = me.store.get(id) {
-                    return Ok(Some(CoordInner::inspect_live(&live)));
+                    return Ok(Some(CoordInner::detailed_live(&live)));
                 }
                 if current || me.pool.discard_ready(id, observed.entry) == Discard::Retained {
-                    return Ok(Some(observed.source.inspection.clone()));
+                    return Ok(Some(observed.source.detailed()));
                 }
                 Ok(None)
             };
@@ -1543,7 +1579,7 @@ impl Persistence {
                 Err(e) => {
                     cancel::check(cancel)?;
                     if let Some(live) = me.store.get(id) {
-                        return Ok(CoordInner::inspect_live(&live));
+                        return Ok(CoordInner::detailed_live(&live));
                     }
                     return Err(e);
                 }

@@ -84,4 +84,6 @@ pub use coordinator::{
 pub use error::LegacyKind;
 pub use error::{Error, FormatRefusal, Result, ZstdStructureError};
 pub use jsonl::{Compression, JSONL_BACKEND_NAME, JsonlBackend, JsonlConfig};
-pub use service::{Inspection, SessionPersistence, SessionSnapshot, StoredEvents};
+pub use service::{
+    DetailedInspection, Inspection, SessionPersistence, SessionSnapshot, StoredEvents,
+};

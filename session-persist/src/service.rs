@@ -23,6 +23,19 @@ pub struct Inspection {
     pub events: Events,
 }
 
+/// [`Persistence::inspect_detailed`]: an inspection together with what storage held, from one
+/// read of the log.
+#[derive(Debug, Clone)]
+pub struct DetailedInspection {
+    /// What [`Persistence::inspect`] returns.
+    pub inspection: Inspection,
+    /// How many leading events of `inspection.events` are stored; the rest are the closers
+    /// `load` would append (added in memory only).
+    pub stored: usize,
+    /// The torn tail `load` would cut, when storage has one.
+    pub torn: Option<crate::backend::TornMarker>,
+}
+
 /// The stored events from some seq on (`readFrom`).
 #[derive(Debug, Clone)]
 pub struct StoredEvents {

@@ -799,6 +799,28 @@ macro_rules! coordinator_suite {
                 fresh.append("c40", &more).await.unwrap();
                 assert_eq!(seqs(fresh.read_from("c40", 0, None).await.unwrap().events), (0..12).collect::<Vec<_>>());
             }
+
+            #[tokio::test]
+            async fn inspect_detailed_tells_the_stored_length_and_torn_tail_without_writing() {
+                let env = Env::new($kind);
+                let p = svc(&env, &store());
+                p.create(&meta("c41")).await.unwrap();
+                let mut events = turn_events(0, 1);
+                events.push(ev(r#"{"type":"turn/start","seq":6,"time":7,"data":{"turn":2}}"#));
+                events.push(ev(r#"{"type":"step/start","seq":7,"time":8,"data":{"turn":2,"step":1}}"#));
+                p.append("c41", &events).await.unwrap();
+                p.dispose().await.unwrap();
+                let torn = env.corrupt_tail(&meta("c41"), 8);
+                let fresh = svc(&env, &store());
+                let detailed = fresh.inspect_detailed("c41", None).await.unwrap();
+                // 8 stored events, then the step/end and turn/end closers, in memory only.
+                assert_eq!(detailed.stored, 8);
+                assert_eq!(seqs(detailed.inspection.events.iter().cloned()), (0..10).collect::<Vec<_>>());
+                assert_eq!(detailed.torn.is_some(), torn);
+                let plain = fresh.inspect("c41", None).await.unwrap();
+                assert_eq!(plain.events.to_vec(), detailed.inspection.events.to_vec());
+                assert_eq!(seqs(fresh.read_from("c41", 0, None).await.unwrap().events), (0..8).collect::<Vec<_>>());
+            }
         }
     };
 }
