@@ -159,7 +159,7 @@ pub struct Session {
 }
 
 /// Events between two checkpoints of derived state (see [`Session::fork_child`]).
-const CHECKPOINT_EVERY: usize = 256;
+const CHECKPOINT_EVERY: usize = 1024;
 
 /// The derived state of a session after a number of events.
 struct Checkpoint {
@@ -610,7 +610,7 @@ impl Session {
     /// them and the derived state at the boundary as they are: the log shares this session's
     /// storage, and the surface, messages, request folds and transcript are the persistent
     /// structures of this session (when `seed_length` is its whole log) or of the nearest
-    /// checkpoint at or before the boundary, brought forward over fewer than 256 events. Cost:
+    /// checkpoint at or before the boundary, brought forward over fewer than 1,024 events. Cost:
     /// O(log n). The header is validated and the `session/end-seed` marker appended as in
     /// [`Session::create_from_events`]. Events that this session kept as read in restore mode
     /// and that a snapshot seed would rewrite (non-canonical number spellings) or refuse make
