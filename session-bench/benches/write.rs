@@ -1,9 +1,14 @@
 //! Write-path and listing costs of the JSONL backend.
 //!
-//! - `write/persist_chunks`: one producer appends chunk events to a live session through
-//!   `SessionStore` + `Persistence` + `JsonlBackend` (zstd, default write-behind delay, one
-//!   fsync per batch) into a temporary root; each iteration appends [`CHUNKS`] chunks to a new
-//!   session and waits until they are durable. Throughput is in events.
+//! - `write/persist_chunks_sustained`: one producer appends chunk events to a live session
+//!   through `SessionStore` + `Persistence` + `JsonlBackend` (zstd, default write-behind delay,
+//!   one fsync per batch) into a temporary root; each iteration appends [`SUSTAINED_CHUNKS`]
+//!   chunks back to back to a new session (about a second of work, so the 200 ms window cuts
+//!   several batches that are written while the producer runs), then waits until all are
+//!   durable. Throughput is in events.
+//! - `write/persist_chunks`: the same with bursts of [`CHUNKS`] chunks, each made durable by
+//!   an explicit flush before the window expires: the cost of a flush barrier that encodes,
+//!   compresses, writes and syncs the whole burst after the producer stops.
 //! - `write/memory_chunk`: `Session::append` of one chunk event alone, for comparison.
 //! - `list/10000_sessions`: `Backend::list` (headers only) over a root of 10,000 sessions, each
 //!   a header and one event written by the backend. The root is built once and kept under the
@@ -25,8 +30,14 @@ use session_persist::{Backend, Persistence, PersistenceOptions};
 use session_store::{PrepareOptions, SessionStore};
 use session_surface::Draft;
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Chunk events appended per iteration of `write/persist_chunks`.
 const CHUNKS: u64 = 10_000;
+/// Chunk events appended per iteration of `write/persist_chunks_sustained`.
+const SUSTAINED_CHUNKS: u64 = 500_000;
 /// Sessions in the listing root.
 const LIST_SESSIONS: usize = 10_000;
 
@@ -73,40 +84,50 @@ fn persist_chunks(c: &mut Criterion) {
     let mut next = 0u64;
 
     let mut g = c.benchmark_group("write");
-    g.throughput(Throughput::Elements(CHUNKS));
-    g.bench_function("persist_chunks", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                next += 1;
-                let id = format!("w{next}");
-                let (session, detach) = sessions
-                    .create(
-                        Some(&id),
-                        PrepareOptions {
-                            meta: Some(meta.clone()),
-                            ..PrepareOptions::default()
-                        },
-                    )
-                    .expect("create");
-                session
-                    .append(Draft::new(
-                        "turn/start",
-                        Value::object([("turn", Value::from(1u8))]),
-                    ))
-                    .expect("turn/start");
-                rt.block_on(sessions.flush(&session)).expect("flush");
-                let start = Instant::now();
-                for _ in 0..CHUNKS {
-                    session.append(text_chunk(1, 1, "tok ")).expect("chunk");
+    for (name, chunks) in [
+        ("persist_chunks_sustained", SUSTAINED_CHUNKS),
+        ("persist_chunks", CHUNKS),
+    ] {
+        g.throughput(Throughput::Elements(chunks));
+        if chunks == SUSTAINED_CHUNKS {
+            g.sample_size(10);
+        } else {
+            g.sample_size(100);
+        }
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    next += 1;
+                    let id = format!("w{next}");
+                    let (session, detach) = sessions
+                        .create(
+                            Some(&id),
+                            PrepareOptions {
+                                meta: Some(meta.clone()),
+                                ..PrepareOptions::default()
+                            },
+                        )
+                        .expect("create");
+                    session
+                        .append(Draft::new(
+                            "turn/start",
+                            Value::object([("turn", Value::from(1u8))]),
+                        ))
+                        .expect("turn/start");
+                    rt.block_on(sessions.flush(&session)).expect("flush");
+                    let start = Instant::now();
+                    for _ in 0..chunks {
+                        session.append(text_chunk(1, 1, "tok ")).expect("chunk");
+                    }
+                    rt.block_on(sessions.flush(&session)).expect("flush");
+                    total += start.elapsed();
+                    detach.detach();
                 }
-                rt.block_on(sessions.flush(&session)).expect("flush");
-                total += start.elapsed();
-                drop(detach);
-            }
-            total
+                total
+            });
         });
-    });
+    }
     g.finish();
     drop(persistence);
 }

@@ -268,29 +268,49 @@ fn js_number(v: Option<&Value>) -> String {
 
 /// An estimate of an event's JSON size, for the back-pressure bound (no allocation).
 fn approx_json_len(event: &Event) -> usize {
-    let mut total = 48 + event.event_type().len();
-    let mut stack: Vec<&Value> = vec![event.data()];
-    stack.extend(event.surface_op_value());
-    stack.extend(event.source_event_seqs_value());
-    while let Some(v) = stack.pop() {
-        total += match v {
-            Value::Null | Value::Bool(_) => 5,
-            Value::Number(_) => 12,
-            Value::String(s) => s.len() + 2,
-            Value::Array(items) => {
-                stack.extend(items.iter());
-                2 + items.len()
-            }
-            Value::Object(o) => {
-                for (k, item) in o.iter() {
-                    total += k.len() + 4;
-                    stack.push(item);
-                }
-                2
-            }
-        };
+    let mut deep = Vec::new();
+    let mut total = 48 + event.event_type().len() + approx_value_len(event.data(), 0, &mut deep);
+    for v in event
+        .surface_op_value()
+        .into_iter()
+        .chain(event.source_event_seqs_value())
+    {
+        total += approx_value_len(v, 0, &mut deep);
+    }
+    while let Some(v) = deep.pop() {
+        total += approx_value_len(v, 0, &mut deep);
     }
     total
+}
+
+/// Nesting depth up to which [`approx_value_len`] recurses; deeper values are set aside in
+/// `deep` and weighed by the caller, so any depth costs bounded stack and shallow values
+/// (nearly all events) cost no allocation.
+const APPROX_MAX_DEPTH: u32 = 32;
+
+fn approx_value_len<'a>(v: &'a Value, depth: u32, deep: &mut Vec<&'a Value>) -> usize {
+    if depth == APPROX_MAX_DEPTH {
+        deep.push(v);
+        return 0;
+    }
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 12,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => {
+            2 + items.len()
+                + items
+                    .iter()
+                    .map(|item| approx_value_len(item, depth + 1, deep))
+                    .sum::<usize>()
+        }
+        Value::Object(o) => {
+            2 + o
+                .iter()
+                .map(|(k, item)| k.len() + 4 + approx_value_len(item, depth + 1, deep))
+                .sum::<usize>()
+        }
+    }
 }
 
 /// Where a coordinator's live write-behind controllers send their batches.
@@ -559,6 +579,10 @@ impl CoordInner {
     /// The live entry of `session`, creating it (and starting its initialization) if needed.
     /// An error here vetoes the session's publication.
     fn init_for(self: &Arc<Self>, session: &SharedSession) -> Result<LiveEntry> {
+        // The fast path of every event after the first: no snapshot of the session.
+        if let Some(entry) = self.core().live_entry(session) {
+            return Ok(entry.clone());
+        }
         let id = session.id();
         let seed = session.events();
         let first_live = session.first_live_seq();
@@ -1974,5 +1998,21 @@ mod tests {
         ));
         assert!(approx_json_len(&big) > approx_json_len(&small) + 9_000);
         assert!(approx_json_len(&big) < 11_000);
+    }
+
+    #[test]
+    fn the_size_estimate_counts_every_level_of_a_deep_payload() {
+        // 1,000 nested arrays around a 5,000-byte string: deeper than the recursion bound,
+        // so the estimate goes through the set-aside path and still sees the whole value.
+        let depth = 1_000;
+        let line = format!(
+            r#"{{"type":"x","seq":0,"time":0,"data":{}"{}"{}}}"#,
+            "[".repeat(depth),
+            "a".repeat(5_000),
+            "]".repeat(depth)
+        );
+        let len = approx_json_len(&ev(&line));
+        assert!(len >= 5_000 + 3 * depth, "{len}");
+        assert!(len < 5_000 + 4 * depth + 100, "{len}");
     }
 }

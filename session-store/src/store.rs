@@ -100,8 +100,6 @@ struct Entry {
     /// append has settled.
     appending: Option<ThreadId>,
     detach_requested: bool,
-    /// The `session/event` listeners resolved in the dispatch phase of the append in progress.
-    resolved: Option<Vec<EventFn>>,
 }
 
 #[derive(Default)]
@@ -247,24 +245,31 @@ impl std::fmt::Debug for Detach {
 struct StoreObserver {
     store: Weak<StoreInner>,
     token: u64,
+    /// The `session/event` listeners resolved in the dispatch phase of the append in
+    /// progress. The session publishes one append at a time, so this lock is never contended;
+    /// keeping the list here rather than in the store's entry spares two lookups of the entry
+    /// per append.
+    resolved: Mutex<Option<Vec<EventFn>>>,
 }
 
 impl SessionObserver for StoreObserver {
     fn dispatch(&self, session: &Session, candidate: &Event) -> std::result::Result<(), BoxError> {
         match self.store.upgrade() {
-            Some(store) => store.before_event(self.token, session, candidate),
+            Some(store) => store.before_event(self, session, candidate),
             None => Ok(()),
         }
     }
 
     fn event(&self, session: &SharedSession, event: &Event) -> std::result::Result<(), BoxError> {
         if let Some(store) = self.store.upgrade() {
-            store.after_event(self.token, session, event);
+            let listeners = lock(&self.resolved).take().unwrap_or_default();
+            store.after_event(listeners, session, event);
         }
         Ok(())
     }
 
     fn settled(&self, _session: &SharedSession, _committed: Option<&Event>) {
+        *lock(&self.resolved) = None;
         if let Some(store) = self.store.upgrade() {
             store.settle_append(self.token);
         }
@@ -355,44 +360,45 @@ impl StoreInner {
     /// vetoes) and resolves the `session/event` listeners.
     fn before_event(
         self: &Arc<Self>,
-        token: u64,
+        observer: &StoreObserver,
         session: &Session,
         candidate: &Event,
     ) -> std::result::Result<(), BoxError> {
+        *lock(&observer.resolved) = None;
         let scope = {
             let mut state = self.state();
-            let Some(entry) = state.by_token(token) else {
+            let Some(entry) = state.by_token(observer.token) else {
                 return Ok(());
             };
             entry.appending = Some(std::thread::current().id());
-            entry.resolved = None;
             entry.scope
         };
         let (hooks, listeners) = {
             let reg = self.listeners.lock();
             (heard(&reg.dispatch, scope), heard(&reg.event, scope))
         };
-        let dispatch = Dispatch::Event { session, candidate };
-        for hook in hooks {
-            guarded(|| hook(&dispatch))?;
+        if !hooks.is_empty() {
+            let dispatch = Dispatch::Event { session, candidate };
+            for hook in hooks {
+                guarded(|| hook(&dispatch))?;
+            }
+            // A hook may have detached the session: only a live entry's listeners run.
+            if self.state().by_token(observer.token).is_none() {
+                return Ok(());
+            }
         }
-        let mut state = self.state();
-        if let Some(entry) = state.by_token(token) {
-            entry.resolved = Some(listeners);
-        }
+        *lock(&observer.resolved) = Some(listeners);
         Ok(())
     }
 
-    /// Phase 3 of publication: calls the resolved listeners in order with per-listener
-    /// containment.
-    fn after_event(self: &Arc<Self>, token: u64, session: &SharedSession, event: &Event) {
-        let listeners = {
-            let mut state = self.state();
-            state
-                .by_token(token)
-                .and_then(|e| e.resolved.take())
-                .unwrap_or_default()
-        };
+    /// Phase 3 of publication: calls the listeners resolved in the dispatch phase in order,
+    /// with per-listener containment.
+    fn after_event(
+        self: &Arc<Self>,
+        listeners: Vec<EventFn>,
+        session: &SharedSession,
+        event: &Event,
+    ) {
         let id = session.id();
         for listener in listeners {
             match listener {
@@ -424,7 +430,6 @@ impl StoreInner {
             match state.by_token(token) {
                 Some(entry) if entry.appending == Some(me) => {
                     entry.appending = None;
-                    entry.resolved = None;
                     entry.detach_requested && !entry.announcing
                 }
                 _ => false,
@@ -593,7 +598,6 @@ impl StoreInner {
                     announcing: false,
                     appending: None,
                     detach_requested: false,
-                    resolved: None,
                 },
             );
             token
@@ -601,6 +605,7 @@ impl StoreInner {
         let observer = session.observe(Arc::new(StoreObserver {
             store: Arc::downgrade(self),
             token,
+            resolved: Mutex::new(None),
         }));
         let stale = {
             let mut state = self.state();

@@ -24,6 +24,7 @@
 //! append it hands to another thread).
 
 use std::any::Any;
+use std::cell::Cell;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,19 +73,33 @@ pub trait SessionObserver: Send + Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ObserverId(u64);
 
-type Observers = Vec<(ObserverId, Arc<dyn SessionObserver>)>;
+/// The observer set: an immutable snapshot, replaced whole on (un)registration, so that an
+/// append takes it with one reference-count increment.
+type Observers = Arc<[(ObserverId, Arc<dyn SessionObserver>)]>;
+
+/// Who is publishing, and how many threads wait for the publication to end.
+#[derive(Default)]
+struct Publisher {
+    owner: Option<ThreadId>,
+    /// Threads blocked in [`SharedSession::claim`]; the end of a publication wakes them only
+    /// when there are any (waking costs a system call).
+    waiters: usize,
+}
 
 struct Inner {
     id: Arc<str>,
     session: Mutex<Session>,
-    /// The thread currently publishing an append, if any.
-    publisher: Mutex<Option<ThreadId>>,
+    publisher: Mutex<Publisher>,
     publisher_done: Condvar,
-    /// The thread running dispatch hooks while holding the session lock, if any.
-    dispatcher: Mutex<Option<ThreadId>>,
     observers: RwLock<Observers>,
     next_observer: AtomicU64,
     sink: RwLock<WarningSink>,
+}
+
+thread_local! {
+    /// The session (its `Inner` address) whose dispatch hooks this thread is running while
+    /// holding that session's lock; 0 when none.
+    static DISPATCHING: Cell<usize> = const { Cell::new(0) };
 }
 
 /// A shared handle over one session (clones are the same session); `Send + Sync`.
@@ -127,17 +142,30 @@ struct PublishGuard<'a>(&'a Inner);
 
 impl Drop for PublishGuard<'_> {
     fn drop(&mut self) {
-        *lock(&self.0.publisher) = None;
-        self.0.publisher_done.notify_all();
+        let waiters = {
+            let mut publisher = lock(&self.0.publisher);
+            publisher.owner = None;
+            publisher.waiters
+        };
+        if waiters > 0 {
+            self.0.publisher_done.notify_all();
+        }
     }
 }
 
-/// Marks the current thread as running dispatch hooks until dropped.
-struct DispatchGuard<'a>(&'a Inner);
+/// Marks the current thread as running the dispatch hooks of one session until dropped
+/// (restoring the mark of an enclosing dispatch, which may be another session's).
+struct DispatchGuard(usize);
 
-impl Drop for DispatchGuard<'_> {
+impl DispatchGuard {
+    fn enter(inner: &Inner) -> DispatchGuard {
+        DispatchGuard(DISPATCHING.replace(std::ptr::from_ref(inner) as usize))
+    }
+}
+
+impl Drop for DispatchGuard {
     fn drop(&mut self) {
-        *lock(&self.0.dispatcher) = None;
+        DISPATCHING.set(self.0);
     }
 }
 
@@ -147,10 +175,9 @@ impl SharedSession {
         SharedSession(Arc::new(Inner {
             id: session.id().clone(),
             session: Mutex::new(session),
-            publisher: Mutex::new(None),
+            publisher: Mutex::new(Publisher::default()),
             publisher_done: Condvar::new(),
-            dispatcher: Mutex::new(None),
-            observers: RwLock::new(Vec::new()),
+            observers: RwLock::new(Arc::new([])),
             next_observer: AtomicU64::new(1),
             sink: RwLock::new(stderr_sink()),
         }))
@@ -171,7 +198,7 @@ impl SharedSession {
     /// directly, and the panic vetoes the append).
     pub fn read<R>(&self, f: impl FnOnce(&Session) -> R) -> R {
         assert!(
-            *lock(&self.0.dispatcher) != Some(thread::current().id()),
+            DISPATCHING.get() != std::ptr::from_ref::<Inner>(&self.0) as usize,
             "SharedSession::read called from a dispatch hook; use the session argument"
         );
         f(&lock(&self.0.session))
@@ -235,22 +262,34 @@ impl SharedSession {
     /// Registers an observer; it sees every later append.
     pub fn observe(&self, observer: Arc<dyn SessionObserver>) -> ObserverId {
         let id = ObserverId(self.0.next_observer.fetch_add(1, Ordering::Relaxed));
-        self.0
+        let mut observers = self
+            .0
             .observers
             .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((id, observer));
+            .unwrap_or_else(PoisonError::into_inner);
+        *observers = observers
+            .iter()
+            .cloned()
+            .chain(std::iter::once((id, observer)))
+            .collect();
         id
     }
 
     /// Removes an observer. Removing an unknown id does nothing. A publication already in
     /// progress keeps the observer set it started with.
     pub fn unobserve(&self, id: ObserverId) {
-        self.0
+        let mut observers = self
+            .0
             .observers
             .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|(i, _)| *i != id);
+            .unwrap_or_else(PoisonError::into_inner);
+        if observers.iter().any(|(i, _)| *i == id) {
+            *observers = observers
+                .iter()
+                .filter(|(i, _)| *i != id)
+                .cloned()
+                .collect();
+        }
     }
 
     /// Replaces the warning sink.
@@ -275,18 +314,20 @@ impl SharedSession {
         let me = thread::current().id();
         let mut publisher = lock(&self.0.publisher);
         loop {
-            match *publisher {
+            match publisher.owner {
                 None => {
-                    *publisher = Some(me);
+                    publisher.owner = Some(me);
                     return Ok(PublishGuard(&self.0));
                 }
                 Some(t) if t == me => return Err(Error::Reentrant),
                 Some(_) => {
+                    publisher.waiters += 1;
                     publisher = self
                         .0
                         .publisher_done
                         .wait(publisher)
                         .unwrap_or_else(PoisonError::into_inner);
+                    publisher.waiters -= 1;
                 }
             }
         }
@@ -304,7 +345,7 @@ impl SharedSession {
             .clone();
         let result = self.publish(prepared, &observers);
         drop(publishing);
-        for (_, observer) in &observers {
+        for (_, observer) in observers.iter() {
             let _ = catch_unwind(AssertUnwindSafe(|| {
                 observer.settled(self, result.as_ref().ok());
             }));
@@ -318,9 +359,8 @@ impl SharedSession {
             let mut session = lock(&self.0.session);
             let candidate = session.candidate(prepared)?;
             {
-                *lock(&self.0.dispatcher) = Some(thread::current().id());
-                let _dispatching = DispatchGuard(&self.0);
-                for (_, observer) in observers {
+                let _dispatching = DispatchGuard::enter(&self.0);
+                for (_, observer) in observers.iter() {
                     let outcome = catch_unwind(AssertUnwindSafe(|| {
                         observer.dispatch(&session, &candidate.event)
                     }));
@@ -336,7 +376,7 @@ impl SharedSession {
             }
             session.commit(candidate)
         };
-        for (_, observer) in observers {
+        for (_, observer) in observers.iter() {
             let outcome = catch_unwind(AssertUnwindSafe(|| observer.event(self, &event)));
             let failure = match outcome {
                 Ok(Ok(())) => continue,

@@ -95,8 +95,14 @@ pub(crate) fn array_index(key: &str) -> Option<u32> {
 impl Object {
     /// Builds an object from entries, applying the JavaScript key-order and duplicate-key rules.
     pub fn from_entries(entries: impl IntoIterator<Item = (Arc<str>, Value)>) -> Self {
-        let entries: Vec<(Arc<str>, Value)> = entries.into_iter().collect();
-        Object(normalize_entries(entries).into())
+        // One allocation for exact-size sources (arrays, vectors); the rules rarely apply,
+        // and only then is the object rebuilt.
+        let entries: Arc<[(Arc<str>, Value)]> = entries.into_iter().collect();
+        if needs_normalization(&entries) {
+            Object(normalize_entries(entries.to_vec()).into())
+        } else {
+            Object(entries)
+        }
     }
 
     /// Builds an object from entries that are already in serialization order: distinct keys,
@@ -187,10 +193,15 @@ impl Object {
     }
 }
 
-fn normalize_entries(mut entries: Vec<(Arc<str>, Value)>) -> Vec<(Arc<str>, Value)> {
-    let has_index = entries.iter().any(|(k, _)| array_index(k).is_some());
-    // Duplicate detection: quadratic for small objects, hashed for large ones.
-    let has_dup = if entries.len() <= 16 {
+/// Whether the JavaScript rules change `entries`: an array-index key (those come first) or a
+/// repeated key (the last value wins, at the first position).
+fn needs_normalization(entries: &[(Arc<str>, Value)]) -> bool {
+    entries.iter().any(|(k, _)| array_index(k).is_some()) || has_duplicate_key(entries)
+}
+
+/// Duplicate detection: quadratic for small objects, hashed for large ones.
+fn has_duplicate_key(entries: &[(Arc<str>, Value)]) -> bool {
+    if entries.len() <= 16 {
         entries
             .iter()
             .enumerate()
@@ -198,7 +209,12 @@ fn normalize_entries(mut entries: Vec<(Arc<str>, Value)>) -> Vec<(Arc<str>, Valu
     } else {
         let mut seen = std::collections::HashSet::with_capacity(entries.len());
         entries.iter().any(|(k, _)| !seen.insert(k.clone()))
-    };
+    }
+}
+
+fn normalize_entries(mut entries: Vec<(Arc<str>, Value)>) -> Vec<(Arc<str>, Value)> {
+    let has_index = entries.iter().any(|(k, _)| array_index(k).is_some());
+    let has_dup = has_duplicate_key(&entries);
     if has_dup {
         let mut out: Vec<(Arc<str>, Value)> = Vec::with_capacity(entries.len());
         let mut index: std::collections::HashMap<Arc<str>, usize> =
