@@ -9,7 +9,7 @@ use session_core::json::{self, Value};
 use session_core::request::{
     RequestContextFold, RequestHeaderFold, check_request_header_shape, is_legacy_fallback_header,
 };
-use session_core::{Event, Events, Log, SessionHeader, SharedClock};
+use session_core::{Event, Events, Log, SessionHeader, SharedClock, push_back_sealed};
 
 use crate::derive::{Messages, derive_event_message};
 use crate::error::{Error, Result, ShapeProblem};
@@ -540,7 +540,7 @@ impl Session {
     /// view.
     fn fold(&mut self, event: &Event, plan: Plan) {
         if let Some(entry) = TranscriptEntry::for_event(event, plan.shadowed()) {
-            self.transcript.push_back(entry);
+            push_back_sealed(&mut self.transcript, entry);
         }
         self.surface.apply(plan);
         self.request_header.push(event);

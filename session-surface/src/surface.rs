@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use session_core::event::{SurfaceOp, SurfaceOpError, is_surface_eligible_type};
 use session_core::json::Value;
-use session_core::{Event, Events};
+use session_core::{Event, Events, push_back_sealed};
 
 use crate::derive::{Messages, derive_event_message};
 use crate::pseq::{self, PSeq};
@@ -333,7 +333,7 @@ impl Fenwick {
             sum += self.tree.get(j - 1).copied().unwrap_or(0);
             j -= low_bit(j);
         }
-        self.tree.push_back(sum);
+        push_back_sealed(&mut self.tree, sum);
     }
 
     /// Sum of the slots `0..=key`.
@@ -667,12 +667,14 @@ impl Surface {
         self.next_seq += 1;
         let has_message = plan.message.is_some();
         match plan.kind {
-            PlanKind::None => self.key_of.push_back(NO_KEY),
+            PlanKind::None => push_back_sealed(&mut self.key_of, NO_KEY),
             PlanKind::Append => {
                 let key = self.flags.len();
-                self.key_of.push_back(key);
-                self.flags
-                    .push_back(LIVE | if has_message { HAS_MESSAGE } else { 0 });
+                push_back_sealed(&mut self.key_of, key);
+                push_back_sealed(
+                    &mut self.flags,
+                    LIVE | if has_message { HAS_MESSAGE } else { 0 },
+                );
                 self.live.push(1);
                 self.with_message.push(u64::from(has_message));
                 self.nodes.push_back(plan.seq);
@@ -717,7 +719,7 @@ impl Surface {
                 if has_message {
                     self.with_message.add(start_key);
                 }
-                self.key_of.push_back(start_key);
+                push_back_sealed(&mut self.key_of, start_key);
                 self.generation += 1;
             }
         }
@@ -727,7 +729,7 @@ impl Surface {
     /// and `sourceEventSeqs`): what [`Surface::plan`] and [`Surface::apply`] do for it.
     pub(crate) fn push_log_only(&mut self) {
         self.next_seq += 1;
-        self.key_of.push_back(NO_KEY);
+        push_back_sealed(&mut self.key_of, NO_KEY);
     }
 
     /// Plans and commits `event` in one step.
