@@ -134,6 +134,50 @@ pub fn key(k: &str) -> Arc<str> {
     }
 }
 
+/// String values that recur in nearly every session (chunk kinds, roles, block types), shared
+/// like the common keys so that building them costs no allocation.
+const COMMON_VALUES: &[&str] = &[
+    "text-delta",
+    "reasoning-delta",
+    "tool-call-delta",
+    "text",
+    "user",
+    "assistant",
+    "tool",
+    "system",
+    "model",
+    "completed",
+];
+
+fn common_value_index(v: &str) -> Option<usize> {
+    Some(match v {
+        "text-delta" => 0,
+        "reasoning-delta" => 1,
+        "tool-call-delta" => 2,
+        "text" => 3,
+        "user" => 4,
+        "assistant" => 5,
+        "tool" => 6,
+        "system" => 7,
+        "model" => 8,
+        "completed" => 9,
+        _ => return None,
+    })
+}
+
+fn value_table() -> &'static [Arc<str>] {
+    static TABLE: OnceLock<Vec<Arc<str>>> = OnceLock::new();
+    TABLE.get_or_init(|| COMMON_VALUES.iter().map(|v| Arc::from(*v)).collect())
+}
+
+/// A string value, sharing storage with other uses of the same common value.
+pub fn string_value(v: &str) -> Arc<str> {
+    match common_value_index(v).and_then(|i| value_table().get(i)) {
+        Some(shared) => shared.clone(),
+        None => Arc::from(v),
+    }
+}
+
 /// Whether a live `append` may accept `v`: every number finite, not `-0`, and not an integer
 /// literal outside ±(2^53 − 1). Strings, arrays and objects are always acceptable.
 pub fn is_appendable(v: &Value) -> bool {
@@ -302,6 +346,18 @@ mod tests {
         }
         assert_eq!(common_key_index("other"), None);
         assert!(!Arc::ptr_eq(&key("other"), &key("other")));
+    }
+
+    #[test]
+    fn common_values_are_shared() {
+        for (i, v) in COMMON_VALUES.iter().enumerate() {
+            assert_eq!(common_value_index(v), Some(i), "{v}");
+            assert!(Arc::ptr_eq(&string_value(v), &string_value(v)));
+            assert_eq!(&*string_value(v), *v);
+        }
+        assert_eq!(common_value_index("text-delta "), None);
+        assert!(!Arc::ptr_eq(&string_value("tok"), &string_value("tok")));
+        assert_eq!(Value::from("user").as_str(), Some("user"));
     }
 
     #[test]

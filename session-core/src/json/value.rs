@@ -540,7 +540,7 @@ impl From<bool> for Value {
 
 impl From<&str> for Value {
     fn from(s: &str) -> Value {
-        Value::String(s.into())
+        Value::String(super::string_value(s))
     }
 }
 
