@@ -30,10 +30,6 @@ use session_persist::{Backend, Persistence, PersistenceOptions};
 use session_store::{PrepareOptions, SessionStore};
 use session_surface::Draft;
 
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Chunk events appended per iteration of `write/persist_chunks`.
 const CHUNKS: u64 = 10_000;
 /// Chunk events appended per iteration of `write/persist_chunks_sustained`.
@@ -123,6 +119,13 @@ fn persist_chunks(c: &mut Criterion) {
                     rt.block_on(sessions.flush(&session)).expect("flush");
                     total += start.elapsed();
                     detach.detach();
+                    // Retirement runs on the runtime and may hold the last handle: wait for
+                    // it, so that the session's memory is given back here, untimed, and not
+                    // by another thread during the next iteration.
+                    while persistence.live_sessions() > 0 || persistence.retiring(&id) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    drop(session);
                 }
                 total
             });

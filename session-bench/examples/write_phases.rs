@@ -120,13 +120,19 @@ fn main() {
         // One session per round, each dropped after its flush: resident memory must not
         // grow with the number of rounds.
         for n in 0..rounds {
-            let start = Instant::now();
             let (session, detach) = open(n);
+            let start = Instant::now();
             for _ in 0..count {
                 session.append(text_chunk(1, 1, "tok ")).expect("chunk");
             }
             rt.block_on(sessions.flush(&session)).expect("flush");
+            let elapsed = start.elapsed();
             detach.detach();
+            // Retirement runs on the runtime; wait for it so that the session's memory is
+            // given back here, between rounds, not by another thread during the next one.
+            while persistence.live_sessions() > 0 || persistence.retiring(&format!("w{n}")) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             drop(session);
             let rss = std::fs::read_to_string("/proc/self/statm")
                 .ok()
@@ -135,7 +141,7 @@ fn main() {
                 * 4096;
             println!(
                 "round {n}: {:.0} ms, live sessions {}, resident {} MiB",
-                start.elapsed().as_secs_f64() * 1e3,
+                elapsed.as_secs_f64() * 1e3,
                 sessions.list().len(),
                 rss >> 20
             );

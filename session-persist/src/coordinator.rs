@@ -871,6 +871,12 @@ impl CoordInner {
                 }
             }
             resolver.settle(Ok(()));
+            // When the application has let go of the session already, this is its last
+            // handle, and dropping a large session frees every event: do that on the blocking
+            // pool rather than stall an asynchronous worker.
+            let handle = me.handle.clone();
+            drop(me);
+            drop(handle.spawn_blocking(move || drop(session)));
         });
     }
 
