@@ -29,52 +29,33 @@ fn main() {
     let rounds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20);
     let mode = args.next().unwrap_or_else(|| "burst".to_owned());
     let total = count * rounds;
+    let in_memory = |append: &mut dyn FnMut(Draft)| {
+        append(Draft::new(
+            "turn/start",
+            Value::object([("turn", Value::from(1u8))]),
+        ));
+        let start = Instant::now();
+        for _ in 0..total {
+            append(text_chunk(1, 1, "tok "));
+        }
+        report(total, start.elapsed(), Duration::ZERO);
+    };
     match mode.as_str() {
         "memory" => {
             let mut session = Session::create("w", None, None, clock()).expect("session");
-            session
-                .append(Draft::new(
-                    "turn/start",
-                    Value::object([("turn", Value::from(1u8))]),
-                ))
-                .expect("turn/start");
-            let start = Instant::now();
-            for _ in 0..total {
-                session.append(text_chunk(1, 1, "tok ")).expect("chunk");
-            }
-            return report(total, start.elapsed(), Duration::ZERO);
+            return in_memory(&mut |d| drop(session.append(d).expect("append")));
         }
         "shared" => {
             let session =
                 SharedSession::new(Session::create("w", None, None, clock()).expect("session"));
-            session
-                .append(Draft::new(
-                    "turn/start",
-                    Value::object([("turn", Value::from(1u8))]),
-                ))
-                .expect("turn/start");
-            let start = Instant::now();
-            for _ in 0..total {
-                session.append(text_chunk(1, 1, "tok ")).expect("chunk");
-            }
-            return report(total, start.elapsed(), Duration::ZERO);
+            return in_memory(&mut |d| drop(session.append(d).expect("append")));
         }
         "store" => {
             let sessions = SessionStore::new(clock());
             let (session, _detach) = sessions
                 .create(Some("w"), PrepareOptions::default())
                 .expect("create");
-            session
-                .append(Draft::new(
-                    "turn/start",
-                    Value::object([("turn", Value::from(1u8))]),
-                ))
-                .expect("turn/start");
-            let start = Instant::now();
-            for _ in 0..total {
-                session.append(text_chunk(1, 1, "tok ")).expect("chunk");
-            }
-            return report(total, start.elapsed(), Duration::ZERO);
+            return in_memory(&mut |d| drop(session.append(d).expect("append")));
         }
         _ => {}
     }
