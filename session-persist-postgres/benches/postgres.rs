@@ -6,17 +6,16 @@
 //!   iteration (one transaction each), through one backend with a pool of `min(N, 16)`
 //!   connections; reported per event.
 //! - `million/*`: a 1,000,000-event session of agent turns (user message, 60 reasoning and
-//!   300 text deltas, assistant message; the `SQLite` bench's shape): a full `load_stored`, and
-//!   `load_stored_from` near the tail. The session is built once in the schema
+//!   300 text deltas, assistant message; `conformance::backend_suite::fixtures::agent_session`,
+//!   as in the `SQLite` bench): a full `load_stored`, and `load_stored_from` near the tail. The session is built once in the schema
 //!   [`BENCH_SCHEMA`] and kept there (rebuilt when incomplete or when [`MILLION_ID`] changes).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::time::{Duration, Instant};
 
-use conformance::backend_suite::fixtures::turn;
+use conformance::backend_suite::fixtures::{agent_session, turn};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use session_core::json::Value;
-use session_core::{Event, SessionHeader};
+use session_core::SessionHeader;
 use session_persist::Backend;
 use session_persist_postgres::tokio_postgres::{self, NoTls};
 use session_persist_postgres::{DEFAULT_URL, PostgresBackend, PostgresOptions};
@@ -26,7 +25,7 @@ const BENCH_SCHEMA: &str = "session_persist_bench";
 /// Events in the large session.
 const MILLION: u64 = 1_000_000;
 /// The large session's id: change it when the generator changes.
-const MILLION_ID: &str = "million-v1";
+const MILLION_ID: &str = "million-v2";
 /// Events per append batch when the large session is built.
 const BUILD_BATCH: usize = 4_096;
 
@@ -77,94 +76,6 @@ fn backend(rt: &tokio::runtime::Runtime, schema: &str, pool: usize) -> PostgresB
     .unwrap()
 }
 
-fn event(ty: &str, seq: u64, data: &str) -> Event {
-    Event::appended(
-        ty,
-        seq,
-        1_767_225_600_000 + seq as i64,
-        Value::parse(data).unwrap(),
-        None,
-        None,
-    )
-}
-
-fn delta(seq: u64, turn: u64, kind: &str, index: u64) -> Event {
-    event(
-        "assistant/chunk",
-        seq,
-        &format!(
-            r#"{{"turn":{turn},"step":1,"chunk":{{"type":"{kind}","index":{index},"text":"token {seq} "}}}}"#
-        ),
-    )
-}
-
-/// The events of turn `turn` starting at `first`: 366 events, 360 of them streamed deltas.
-fn agent_turn(first: u64, turn: u64) -> Vec<Event> {
-    let mut seq = first;
-    let mut next = || {
-        seq += 1;
-        seq - 1
-    };
-    let mut out = vec![
-        event("turn/start", next(), &format!(r#"{{"turn":{turn}}}"#)),
-        Event::appended(
-            "user/message",
-            next(),
-            1_767_225_600_000,
-            Value::parse(&format!(
-                r#"{{"id":"u{turn}","role":"user","content":[{{"type":"text","text":"question {turn}: what does the log say about seq {first}?"}}],"source":{{"kind":"user"}}}}"#
-            ))
-            .unwrap(),
-            Some(Value::from("append")),
-            None,
-        ),
-        event(
-            "step/start",
-            next(),
-            &format!(r#"{{"turn":{turn},"step":1}}"#),
-        ),
-    ];
-    for _ in 0..60 {
-        out.push(delta(next(), turn, "reasoning-delta", 0));
-    }
-    for _ in 0..300 {
-        out.push(delta(next(), turn, "text-delta", 1));
-    }
-    out.push(Event::appended(
-        "assistant/message",
-        next(),
-        1_767_225_600_000,
-        Value::parse(&format!(
-            r#"{{"turn":{turn},"step":1,"message":{{"id":"a{turn}","role":"assistant","content":[{{"type":"text","text":"answer {turn}"}}]}}}}"#
-        ))
-        .unwrap(),
-        Some(Value::from("append")),
-        None,
-    ));
-    out.push(event(
-        "step/end",
-        next(),
-        &format!(r#"{{"turn":{turn},"step":1}}"#),
-    ));
-    out.push(event(
-        "turn/end",
-        next(),
-        &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
-    ));
-    out
-}
-
-fn million_events() -> Vec<Event> {
-    let mut out = Vec::with_capacity(MILLION as usize + 400);
-    let mut turn = 1;
-    while (out.len() as u64) < MILLION {
-        out.extend(agent_turn(out.len() as u64, turn));
-        turn += 1;
-    }
-    out.truncate(MILLION as usize);
-    out
-}
-
 /// The large session, built when missing or incomplete.
 fn million(rt: &tokio::runtime::Runtime, backend: &PostgresBackend) {
     let next = rt.block_on(backend.next_seq(MILLION_ID)).unwrap();
@@ -172,7 +83,7 @@ fn million(rt: &tokio::runtime::Runtime, backend: &PostgresBackend) {
         return;
     }
     let started = Instant::now();
-    let events = million_events();
+    let events = agent_session(MILLION);
     let meta = SessionHeader::new(MILLION_ID, 1_767_225_600_000);
     rt.block_on(async {
         if next.is_some() {

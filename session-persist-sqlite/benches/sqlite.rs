@@ -5,18 +5,18 @@
 //! - `append/batch/N`: appending batches of N streamed chunks to a database file (WAL,
 //!   `synchronous = FULL`: one durable transaction per batch), reported per event.
 //! - `million/*`: a 1,000,000-event session of agent turns (user message, streamed reasoning
-//!   and text, assistant message) in a database file: a full `load_stored`, and
-//!   `load_stored_from` near the tail. The database is built once and cached under the system
-//!   temporary directory, keyed by [`MILLION_VERSION`]; change the key when the generator or
-//!   the storage format changes.
+//!   and text, assistant message; `conformance::backend_suite::fixtures::agent_session`) in a
+//!   database file: a full `load_stored`, and `load_stored_from` near the tail. The database
+//!   is built once and cached under the system temporary directory, keyed by
+//!   [`MILLION_VERSION`]; change the key when the generator or the storage format changes.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use conformance::backend_suite::fixtures::{agent_session, stream_delta};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use session_core::json::Value;
 use session_core::{Event, SessionHeader};
 use session_persist::Backend;
 use session_persist_sqlite::{SCHEMA_VERSION, SqliteBackend, SqliteConfig};
@@ -38,98 +38,8 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn event(ty: &str, seq: u64, data: &str) -> Event {
-    Event::appended(
-        ty,
-        seq,
-        1_767_225_600_000 + seq as i64,
-        Value::parse(data).unwrap(),
-        None,
-        None,
-    )
-}
-
-fn delta(seq: u64, turn: u64, kind: &str, index: u64) -> Event {
-    event(
-        "assistant/chunk",
-        seq,
-        &format!(
-            r#"{{"turn":{turn},"step":1,"chunk":{{"type":"{kind}","index":{index},"text":"token {seq} "}}}}"#
-        ),
-    )
-}
-
 fn chunk(seq: u64) -> Event {
-    delta(seq, 1, "text-delta", 0)
-}
-
-/// The events of turn `turn` starting at `first`: 368 events, 360 of them streamed deltas,
-/// and an assistant message citing them (`sourceEventSeqs`).
-fn agent_turn(first: u64, turn: u64) -> Vec<Event> {
-    let mut seq = first;
-    let mut next = || {
-        seq += 1;
-        seq - 1
-    };
-    let mut out = vec![
-        event("turn/start", next(), &format!(r#"{{"turn":{turn}}}"#)),
-        Event::appended(
-            "user/message",
-            next(),
-            1_767_225_600_000,
-            Value::parse(&format!(
-                r#"{{"id":"u{turn}","role":"user","content":[{{"type":"text","text":"question {turn}: what does the log say about seq {first}?"}}],"source":{{"kind":"user"}}}}"#
-            ))
-            .unwrap(),
-            None,
-            Some(Value::from("append")),
-        ),
-        event(
-            "step/start",
-            next(),
-            &format!(r#"{{"turn":{turn},"step":1}}"#),
-        ),
-    ];
-    for _ in 0..60 {
-        out.push(delta(next(), turn, "reasoning-delta", 0));
-    }
-    for _ in 0..300 {
-        out.push(delta(next(), turn, "text-delta", 1));
-    }
-    out.push(Event::appended(
-        "assistant/message",
-        next(),
-        1_767_225_600_000,
-        Value::parse(&format!(
-            r#"{{"turn":{turn},"step":1,"message":{{"id":"a{turn}","role":"assistant","content":[{{"type":"text","text":"answer {turn}"}}]}}}}"#
-        ))
-        .unwrap(),
-        Some(Value::array((first + 3..first + 363).map(|s| Value::from(s as u32)))),
-        Some(Value::from("append")),
-    ));
-    out.push(event(
-        "step/end",
-        next(),
-        &format!(r#"{{"turn":{turn},"step":1}}"#),
-    ));
-    out.push(event(
-        "turn/end",
-        next(),
-        &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
-    ));
-    out
-}
-
-/// The large session: agent turns until 1,000,000 events (the last turn cut short).
-fn million_events() -> Vec<Event> {
-    let mut out = Vec::with_capacity(MILLION as usize + 400);
-    let mut turn = 1;
-    while (out.len() as u64) < MILLION {
-        out.extend(agent_turn(out.len() as u64, turn));
-        turn += 1;
-    }
-    out.truncate(MILLION as usize);
-    out
+    stream_delta(seq, 1, "text-delta", 0)
 }
 
 fn private_dir(path: &Path) {
@@ -165,7 +75,7 @@ fn million_db(rt: &tokio::runtime::Runtime) -> PathBuf {
     let building = dir.join(format!("million.{}.building.db", std::process::id()));
     let _ = std::fs::remove_file(&building);
     let started = Instant::now();
-    let events = million_events();
+    let events = agent_session(MILLION);
     let backend = backend_at(&building);
     let meta = SessionHeader::new(MILLION_ID, 1_767_225_600_000);
     rt.block_on(async {

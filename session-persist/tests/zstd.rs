@@ -6,39 +6,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{FaultFs, Op, TempDir, ev, rt, texts};
+use common::{EIO, FaultFs, Op, TempDir, ev, meta, open, rt, texts, turn};
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
 use session_persist::jsonl::{scan_zstd_frames, to_header_line};
 use session_persist::{Backend, Compression, Error, JsonlBackend, JsonlConfig, TornMarker};
-
-const EIO: i32 = 5;
-
-fn open(root: &Path) -> JsonlBackend {
-    JsonlBackend::open(JsonlConfig::new(root)).unwrap()
-}
-
-fn meta(id: &str) -> SessionHeader {
-    let mut m = SessionHeader::new(id, 1_000);
-    m.cwd = Some("/w".into());
-    m
-}
-
-fn turn(n: u64, first: u64) -> Vec<Event> {
-    let t = format!("{{\"turn\":{n}}}");
-    let s = format!("{{\"turn\":{n},\"step\":1}}");
-    vec![
-        ev("turn/start", first, &t),
-        ev("step/start", first + 1, &s),
-        ev("user/message", first + 2, r#"{"text":"hi"}"#),
-        ev("step/end", first + 3, &s),
-        ev(
-            "turn/end",
-            first + 4,
-            &format!("{{\"turn\":{n},\"reason\":{{\"kind\":\"completed\"}}}}"),
-        ),
-    ]
-}
 
 fn seqs(events: &[Event]) -> Vec<u64> {
     events.iter().map(Event::seq).collect()

@@ -6,6 +6,9 @@
 //! one chunk row), an assistant message with a text block and a tool-call block, the
 //! `tool/call`, its `tool/result`, `step/end` and `turn/end`. A prefix of a turn is an
 //! interrupted turn whose crash closers are non-trivial (a pending tool call, an open step).
+//!
+//! [`agent_session`] builds the large sessions the backends' benches load: long agent turns
+//! of streamed deltas ([`agent_turn`]).
 
 use std::sync::Arc;
 
@@ -161,4 +164,111 @@ pub fn large_batch(turns: u64, big_text: usize) -> Vec<Event> {
         .ok(),
     );
     events
+}
+
+/// How many events one [`agent_turn`] has.
+pub const AGENT_TURN_LEN: u64 = 366;
+
+/// An event at `seq` (time [`SUITE_TIME_MS`] + `seq`) with the JSON `data`.
+fn agent_event(ty: &str, seq: u64, data: &str) -> Event {
+    Event::appended(ty, seq, SUITE_TIME_MS + seq as i64, json(data), None, None)
+}
+
+/// A streamed `assistant/chunk` at `seq` in step 1 of turn `turn`: a delta of type `kind`
+/// (`text-delta`, `reasoning-delta`) to content block `index`, with the text `token {seq} `.
+pub fn stream_delta(seq: u64, turn: u64, kind: &str, index: u64) -> Event {
+    agent_event(
+        "assistant/chunk",
+        seq,
+        &format!(
+            r#"{{"turn":{turn},"step":1,"chunk":{{"type":"{kind}","index":{index},"text":"token {seq} "}}}}"#
+        ),
+    )
+}
+
+/// Agent turn `turn` starting at seq `first` ([`AGENT_TURN_LEN`] events): `turn/start`, a
+/// user message, `step/start`, 60 reasoning and 300 text deltas ([`stream_delta`]), an
+/// assistant message citing the deltas (`sourceEventSeqs`), `step/end` and `turn/end`.
+pub fn agent_turn(first: u64, turn: u64) -> Vec<Event> {
+    let mut seq = first;
+    let mut next = || {
+        seq += 1;
+        seq - 1
+    };
+    let mut out = Vec::with_capacity(AGENT_TURN_LEN as usize);
+    out.push(agent_event(
+        "turn/start",
+        next(),
+        &format!(r#"{{"turn":{turn}}}"#),
+    ));
+    out.push(Event::appended(
+        "user/message",
+        next(),
+        SUITE_TIME_MS,
+        json(&format!(
+            r#"{{"id":"u{turn}","role":"user","content":[{{"type":"text","text":"question {turn}: what does the log say about seq {first}?"}}],"source":{{"kind":"user"}}}}"#
+        )),
+        None,
+        Some(Value::from("append")),
+    ));
+    out.push(agent_event(
+        "step/start",
+        next(),
+        &format!(r#"{{"turn":{turn},"step":1}}"#),
+    ));
+    for _ in 0..60 {
+        out.push(stream_delta(next(), turn, "reasoning-delta", 0));
+    }
+    for _ in 0..300 {
+        out.push(stream_delta(next(), turn, "text-delta", 1));
+    }
+    out.push(Event::appended(
+        "assistant/message",
+        next(),
+        SUITE_TIME_MS,
+        json(&format!(
+            r#"{{"turn":{turn},"step":1,"message":{{"id":"a{turn}","role":"assistant","content":[{{"type":"text","text":"answer {turn}"}}]}}}}"#
+        )),
+        Some(Value::array(
+            (first + 3..first + 363).map(|s| Value::from(s as u32)),
+        )),
+        Some(Value::from("append")),
+    ));
+    out.push(agent_event(
+        "step/end",
+        next(),
+        &format!(r#"{{"turn":{turn},"step":1}}"#),
+    ));
+    out.push(agent_event(
+        "turn/end",
+        next(),
+        &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+    ));
+    out
+}
+
+/// A session of `len` events from seq 0: [`agent_turn`]s numbered from 1, the last one cut
+/// short.
+///
+/// ```
+/// use conformance::backend_suite::fixtures::{AGENT_TURN_LEN, agent_session, agent_turn};
+///
+/// assert_eq!(agent_turn(0, 1).len() as u64, AGENT_TURN_LEN);
+/// let session = agent_session(1_000);
+/// assert_eq!(session.len(), 1_000);
+/// assert!(session.iter().enumerate().all(|(k, e)| e.seq() == k as u64));
+/// assert_eq!(session[AGENT_TURN_LEN as usize].event_type(), "turn/start");
+/// ```
+pub fn agent_session(len: u64) -> Vec<Event> {
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    // A best-effort reservation: the last turn may overshoot before the cut.
+    let _ = out.try_reserve(len.saturating_add(AGENT_TURN_LEN as usize));
+    let mut turn = 1;
+    while out.len() < len {
+        out.extend(agent_turn(out.len() as u64, turn));
+        turn += 1;
+    }
+    out.truncate(len);
+    out
 }

@@ -25,6 +25,10 @@
 //! [`arb_ops`] generates operation lists for proptest; [`Report`] counts what a run exercised
 //! (so tests can require that torn tails were actually produced and repaired).
 //!
+//! [`run_with`] plays the same operations on other storage through a [`CrashHarness`], which
+//! opens the backend of each process and plays the machine (for example a network proxy in
+//! front of a database server); [`run`] is `run_with` on fresh [`CrashStorage`].
+//!
 //! ```
 //! use conformance::crash_model::{ModelConfig, Op, run};
 //! use session_persist::Compression;
@@ -258,6 +262,7 @@ impl Script {
 /// session.
 struct Process {
     service: Persistence,
+    backend: Arc<dyn Backend>,
     store: SessionStore,
     session: SharedSession,
     detach: Detach,
@@ -272,22 +277,72 @@ struct Boot {
     torn: bool,
 }
 
-fn boot(storage: &CrashStorage, config: ModelConfig) -> Result<Boot, String> {
+/// What a crash-model run persists onto: storage (or the machine in front of it) that can die
+/// in the middle of a write and lose power. [`run_with`] plays the operations and checks every
+/// restart; the harness only opens backends and plays the machine.
+///
+/// A crash ([`Op::CrashAt`]`(k)`) calls [`CrashHarness::die_after`]`(k)`, flushes,
+/// calls [`CrashHarness::lose_power`]`(k)` while the dying process still holds its resources,
+/// ends the process, then calls [`CrashHarness::power_on`]. The final power loss of a run is
+/// `lose_power(0)`, the end of the process, and `power_on`.
+pub trait CrashHarness {
+    /// The backend of a process booting on what survived, opened on the process's `runtime`.
+    ///
+    /// # Errors
+    /// Why the backend does not open.
+    fn open(&mut self, runtime: &tokio::runtime::Runtime) -> Result<Arc<dyn Backend>, String>;
+
+    /// The machine dies once `bytes` more bytes reach storage: the write that crosses the
+    /// limit is torn there, and nothing reaches storage afterwards.
+    fn die_after(&mut self, bytes: u64);
+
+    /// Power is lost: what was made durable survives, and up to `kept` more bytes of a write
+    /// in flight may (a torn write).
+    fn lose_power(&mut self, kept: u64);
+
+    /// The crashed process is gone and the machine may boot again.
+    fn power_on(&mut self);
+}
+
+/// [`CrashStorage`] behind the JSONL backend, with the encoding and `fsync` honesty of a
+/// [`ModelConfig`].
+struct JsonlHarness {
+    storage: CrashStorage,
+    config: ModelConfig,
+}
+
+impl CrashHarness for JsonlHarness {
+    fn open(&mut self, _runtime: &tokio::runtime::Runtime) -> Result<Arc<dyn Backend>, String> {
+        let fs = if self.config.honor_sync {
+            self.storage.fs()
+        } else {
+            self.storage.fs_ignoring_sync()
+        };
+        let jsonl = JsonlBackend::open_with_fs(
+            JsonlConfig::new(CRASH_ROOT).compression(self.config.compression),
+            fs,
+        )
+        .map_err(|e| format!("the backend does not open on the surviving storage: {e}"))?;
+        Ok(Arc::new(jsonl))
+    }
+
+    fn die_after(&mut self, bytes: u64) {
+        self.storage.die_after(bytes);
+    }
+
+    fn lose_power(&mut self, kept: u64) {
+        self.storage.crash_keeping(kept);
+    }
+
+    fn power_on(&mut self) {}
+}
+
+fn boot<H: CrashHarness + ?Sized>(harness: &mut H) -> Result<Boot, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
-    let fs = if config.honor_sync {
-        storage.fs()
-    } else {
-        storage.fs_ignoring_sync()
-    };
-    let jsonl = JsonlBackend::open_with_fs(
-        JsonlConfig::new(CRASH_ROOT).compression(config.compression),
-        fs,
-    )
-    .map_err(|e| format!("the backend does not open on the surviving storage: {e}"))?;
-    let backend: Arc<dyn Backend> = Arc::new(jsonl);
+    let backend = harness.open(&runtime)?;
     let store = SessionStore::new(Arc::new(FixedClock::new(SUITE_TIME_MS)));
     store.set_warning_sink(Arc::new(|_: &str| {}));
     let (service, loaded, torn) = runtime.block_on(async {
@@ -302,7 +357,7 @@ fn boot(storage: &CrashStorage, config: ModelConfig) -> Result<Boot, String> {
             write_batch_max_delay_ms: MAX_WRITE_BATCH_DELAY_MS,
             ..PersistenceOptions::default()
         };
-        let service = Persistence::new(backend, store.clone(), options)
+        let service = Persistence::new(backend.clone(), store.clone(), options)
             .map_err(|e| format!("cannot build the service: {e}"))?;
         service.set_warning_sink(Arc::new(|_: &str| {}));
         let loaded = match service.load(CRASH_SESSION_ID).await {
@@ -340,6 +395,7 @@ fn boot(storage: &CrashStorage, config: ModelConfig) -> Result<Boot, String> {
     Ok(Boot {
         process: Process {
             service,
+            backend,
             store,
             session,
             detach,
@@ -356,6 +412,7 @@ impl Process {
     fn kill(self) {
         let Process {
             service,
+            backend,
             store,
             session,
             detach,
@@ -367,15 +424,15 @@ impl Process {
             drop(session);
             drop(store);
             drop(service);
+            drop(backend);
         });
         drop(runtime);
     }
 }
 
 /// The model's state between operations.
-struct Model {
-    storage: CrashStorage,
-    config: ModelConfig,
+struct Model<'h, H: ?Sized> {
+    harness: &'h mut H,
     /// `None` while the machine is down.
     process: Option<Process>,
     /// Every event of the current live session.
@@ -385,14 +442,14 @@ struct Model {
     report: Report,
 }
 
-impl Model {
+impl<H: CrashHarness + ?Sized> Model<'_, H> {
     /// Starts a process on the storage and checks what it loads against the previous one.
     fn restart(&mut self, orderly: bool) -> Result<(), String> {
         let Boot {
             process,
             loaded,
             torn,
-        } = boot(&self.storage, self.config)?;
+        } = boot(self.harness)?;
         let kept = check_reload(&self.appended, self.acknowledged, &loaded, orderly)?;
         self.report.restarts += 1;
         self.report.torn_tails += usize::from(torn);
@@ -431,16 +488,14 @@ impl Model {
                 let Some(p) = self.process.take() else {
                     return Ok(());
                 };
-                self.storage.die_after(k);
+                self.harness.die_after(k);
                 let target = self.appended.len();
                 if p.runtime.block_on(p.store.flush(&p.session)).is_ok() {
                     // The flush finished before the machine died: acknowledged.
                     self.acknowledged = target;
                     self.report.flushes += 1;
                 }
-                self.storage.crash_keeping(k);
-                self.report.crashes += 1;
-                p.kill();
+                self.power_loss(p, k);
             }
             Op::Reopen => match self.process.take() {
                 None => self.restart(false)?,
@@ -454,34 +509,54 @@ impl Model {
         }
         Ok(())
     }
+
+    /// Power is lost under the running process `p`, keeping up to `kept` unsynced bytes.
+    fn power_loss(&mut self, p: Process, kept: u64) {
+        self.harness.lose_power(kept);
+        self.report.crashes += 1;
+        p.kill();
+        self.harness.power_on();
+    }
 }
 
-/// Plays `ops` (see the module docs) and checks every restart.
+/// Plays `ops` (see the module docs) on fresh [`CrashStorage`] through the JSONL backend and
+/// checks every restart.
 ///
 /// # Errors
 /// The first violated property, with the step it was found at.
 pub fn run(config: &ModelConfig, ops: &[Op]) -> Result<Report, CrashFailure> {
-    let fail = |step: usize| move |message: String| CrashFailure { step, message };
-    let mut model = Model {
+    let mut harness = JsonlHarness {
         storage: CrashStorage::new(),
         config: *config,
-        process: None,
-        appended: Vec::new(),
+    };
+    run_with(&mut harness, ops)
+}
+
+/// Plays `ops` (see the module docs) on the storage of `harness`, which must hold no session
+/// [`CRASH_SESSION_ID`] yet, and checks every restart.
+///
+/// # Errors
+/// The first violated property, with the step it was found at.
+pub fn run_with<H: CrashHarness + ?Sized>(
+    harness: &mut H,
+    ops: &[Op],
+) -> Result<Report, CrashFailure> {
+    let fail = |step: usize| move |message: String| CrashFailure { step, message };
+    let first = boot(harness).map_err(fail(0))?;
+    let mut model = Model {
+        harness,
+        appended: first.process.session.events().to_vec(),
+        process: Some(first.process),
         acknowledged: 0,
         report: Report::default(),
     };
-    let first = boot(&model.storage, *config).map_err(fail(0))?;
-    model.appended = first.process.session.events().to_vec();
-    model.process = Some(first.process);
     for (step, op) in ops.iter().enumerate() {
         model.apply(*op).map_err(fail(step))?;
     }
     // A final power loss that keeps nothing unsynced.
     let end = ops.len();
     if let Some(p) = model.process.take() {
-        model.storage.crash();
-        model.report.crashes += 1;
-        p.kill();
+        model.power_loss(p, 0);
     }
     model.restart(false).map_err(fail(end))?;
     if let Some(p) = model.process.take() {

@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: temporary roots, corpus documents, fault injection.
+//! Helpers shared by the integration tests: temporary roots, corpus documents, JSONL log
+//! fixtures, fault injection.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use std::io;
@@ -9,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
 use session_persist::jsonl::fs::{DirEntry, Fs, FsFile, RealFs, Stat};
+use session_persist::{JsonlBackend, JsonlConfig};
 
 /// A unique temporary directory, removed on drop.
 pub struct TempDir(pub PathBuf);
@@ -148,6 +150,40 @@ pub fn rt() -> tokio::runtime::Runtime {
 /// A test event `{type, seq, time: 0, data}`.
 pub fn ev(ty: &str, seq: u64, data: &str) -> Event {
     Event::appended(ty, seq, 0, Value::parse(data).unwrap(), None, None)
+}
+
+// ---- JSONL logs ----
+
+/// `EIO`, for planned faults.
+pub const EIO: i32 = 5;
+
+/// A JSONL backend with the default configuration at `root`.
+pub fn open(root: &Path) -> JsonlBackend {
+    JsonlBackend::open(JsonlConfig::new(root)).unwrap()
+}
+
+/// A session header `id`, created at 1000 ms, in the working directory `/w`.
+pub fn meta(id: &str) -> SessionHeader {
+    let mut m = SessionHeader::new(id, 1_000);
+    m.cwd = Some("/w".into());
+    m
+}
+
+/// A complete five-event turn `n` (one step, one user message) starting at seq `first`.
+pub fn turn(n: u64, first: u64) -> Vec<Event> {
+    let t = format!("{{\"turn\":{n}}}");
+    let s = format!("{{\"turn\":{n},\"step\":1}}");
+    vec![
+        ev("turn/start", first, &t),
+        ev("step/start", first + 1, &s),
+        ev("user/message", first + 2, r#"{"text":"hi"}"#),
+        ev("step/end", first + 3, &s),
+        ev(
+            "turn/end",
+            first + 4,
+            &format!("{{\"turn\":{n},\"reason\":{{\"kind\":\"completed\"}}}}"),
+        ),
+    ]
 }
 
 // ---- Fault injection ----
