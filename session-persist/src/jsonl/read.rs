@@ -192,9 +192,14 @@ impl Tuning {
                 .saturating_sub(1)
                 .clamp(1, 3)
         };
+        // A small file is read in one step of its own size (plus the byte that tells the
+        // end), not in a 256 KiB buffer that would mostly be zeroed for nothing.
+        let job_bytes = usize::try_from(size)
+            .map_or(usize::MAX, |s| s.saturating_add(1))
+            .clamp(4 << 10, 256 << 10);
         Tuning {
             workers,
-            job_bytes: 256 << 10,
+            job_bytes,
             in_flight: 4 * (workers + 1),
         }
     }
