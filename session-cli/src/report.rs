@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use session_core::json::Value;
 use session_core::{Event, Events, SessionHeader};
 use session_persist::{Compression, TornMarker};
-use session_surface::{Replacement, derive_event_message, fold_surface};
+use session_surface::{Replacement, TranscriptEntry};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::json::{num, obj, opt_num, opt_str, seqs};
 use crate::output::{Out, bytes, table, utc};
 use crate::progress::with_spinner;
@@ -155,18 +155,27 @@ pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
     let events = inspection.events.clone();
     let closers = events.suffix(stored_len).to_vec();
     let prefix = events.prefix(stored_len);
-    let fold = fold_surface(events.iter()).map_err(|e| {
-        Error::failed(
-            format!("the surface of session \"{id}\" does not fold: {e}"),
-            None,
-        )
-    })?;
-    let messages = fold
-        .nodes
+    // The inspection built the session: its surface, messages and transcript are those of
+    // every event including the closers, without folding the log again.
+    let replacements = detailed
+        .transcript
         .iter()
-        .filter_map(|n| events.get(*n as usize))
-        .filter(|e| derive_event_message(e).is_some())
-        .count();
+        .filter_map(|entry| match entry {
+            TranscriptEntry::Replacement {
+                event,
+                start,
+                end,
+                shadowed_seqs,
+                ..
+            } => Some(Replacement {
+                seq: event.seq(),
+                start: *start,
+                end: *end,
+                shadowed_seqs: shadowed_seqs.to_vec(),
+            }),
+            _ => None,
+        })
+        .collect();
     let children = store
         .block_on(store.persistence.list(None))
         .ok()
@@ -191,9 +200,9 @@ pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
         stored: stored_len,
         closers,
         torn,
-        surface_nodes: fold.nodes.len(),
-        messages,
-        replacements: fold.replacements,
+        surface_nodes: detailed.surface.len(),
+        messages: detailed.messages.len(),
+        replacements,
         children,
         events,
     })

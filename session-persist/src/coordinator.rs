@@ -180,6 +180,9 @@ pub(crate) struct PreparedSource {
 
 impl PreparedSource {
     fn detailed(&self) -> DetailedInspection {
+        let (surface, messages, transcript) = self
+            .session
+            .read(|s| (s.surface_nodes(), s.derive_messages(), s.transcript()));
         DetailedInspection {
             stored: self
                 .inspection
@@ -188,6 +191,9 @@ impl PreparedSource {
                 .saturating_sub(self.closers.len()),
             inspection: self.inspection.clone(),
             torn: self.torn.clone(),
+            surface,
+            messages,
+            transcript,
         }
     }
 }
@@ -1183,19 +1189,24 @@ impl CoordInner {
         Ok(Inspection { meta, events })
     }
 
-    fn inspect_live(session: &SharedSession) -> Inspection {
-        Inspection {
-            meta: session.header(),
-            events: session.events(),
-        }
-    }
-
     fn detailed_live(session: &SharedSession) -> DetailedInspection {
-        let inspection = CoordInner::inspect_live(session);
+        // One read, so that the events and what is derived from them agree.
+        let (meta, events, surface, messages, transcript) = session.read(|s| {
+            (
+                s.header().clone(),
+                s.events(),
+                s.surface_nodes(),
+                s.derive_messages(),
+                s.transcript(),
+            )
+        });
         DetailedInspection {
-            stored: inspection.events.len(),
-            inspection,
+            stored: events.len(),
+            inspection: Inspection { meta, events },
             torn: None,
+            surface,
+            messages,
+            transcript,
         }
     }
 

@@ -34,6 +34,13 @@ pub struct DetailedInspection {
     pub stored: usize,
     /// The torn tail `load` would cut, when storage has one.
     pub torn: Option<crate::backend::TornMarker>,
+    /// The surface after every event of `inspection.events` (O(1) snapshot of the session
+    /// the inspection built, so a caller need not fold the log again).
+    pub surface: session_surface::Nodes,
+    /// The messages derived from that surface.
+    pub messages: session_surface::Messages,
+    /// The human transcript of those events, replacement markers included.
+    pub transcript: session_surface::Transcript,
 }
 
 /// The stored events from some seq on (`readFrom`).

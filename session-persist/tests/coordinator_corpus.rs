@@ -17,6 +17,7 @@ use session_persist::{
     Compression, Error, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions,
 };
 use session_store::SessionStore;
+use session_surface::{Replacement, TranscriptEntry, derive_event_message, fold_surface};
 
 const ENCODINGS: [(Compression, &str, &str); 2] = [
     (Compression::None, "jsonl", "session.jsonl"),
@@ -150,6 +151,77 @@ async fn corpus_logs_through_the_service() {
         }
     }
     assert!(checked >= 600, "{checked}");
+}
+
+/// `inspect_detailed` carries the surface, messages and transcript of the session it built:
+/// they must be what folding its events (closers included) gives.
+async fn check_detailed_derivations(p: &Persistence, id: &str, what: &str) -> usize {
+    let detailed = p.inspect_detailed(id, None).await.unwrap();
+    let events = &detailed.inspection.events;
+    let fold = fold_surface(events.iter()).unwrap();
+    assert_eq!(detailed.surface.to_vec(), fold.nodes, "{what}: surface");
+    let messages = fold
+        .nodes
+        .iter()
+        .filter_map(|n| events.get(usize::try_from(*n).unwrap()))
+        .filter(|e| derive_event_message(e).is_some())
+        .count();
+    assert_eq!(detailed.messages.len(), messages, "{what}: messages");
+    let replacements: Vec<Replacement> = detailed
+        .transcript
+        .iter()
+        .filter_map(|entry| match entry {
+            TranscriptEntry::Replacement {
+                event,
+                start,
+                end,
+                shadowed_seqs,
+                ..
+            } => Some(Replacement {
+                seq: event.seq(),
+                start: *start,
+                end: *end,
+                shadowed_seqs: shadowed_seqs.to_vec(),
+            }),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replacements, fold.replacements, "{what}: replacements");
+    fold.replacements.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detailed_inspections_carry_the_folded_surface() {
+    let (mut checked, mut replaced) = (0, 0);
+    for dir in log_dirs() {
+        let doc = Doc::open(&dir.join("expected.json"));
+        let id = doc.str("sessionId");
+        // The log itself, then its crash variants (open turns: the closers count too).
+        let mut cases = vec![(dir.clone(), None)];
+        cases.extend(crash_dirs(&dir).into_iter().map(|crash| {
+            let crash_doc = Doc::open(&crash.join("expected.json"));
+            (crash, Some(crash_doc))
+        }));
+        for (case, crash_doc) in cases {
+            for (compression, key, file) in ENCODINGS {
+                let rel = match &crash_doc {
+                    None => doc.str(&format!("writer.relativePath.{key}")),
+                    Some(crash_doc) => crash_doc.str(&format!("{key}.relativePath")),
+                };
+                let tmp = TempDir::new("coord-detailed");
+                let root = tmp.root();
+                copy_file(&case.join(file), &root.join(&rel));
+                let p = service(&root, compression);
+                let what = format!("{} {key}", case.display());
+                replaced += check_detailed_derivations(&p, &id, &what).await;
+                p.dispose().await.unwrap();
+                checked += 1;
+            }
+        }
+    }
+    // 102 logs and their crash variants, in both encodings.
+    assert!(checked >= 500, "{checked}");
+    assert!(replaced > 0, "the corpus has compactions");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
