@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use session_core::json::Value;
 use session_core::{Event, Events, SessionHeader};
 use session_persist::{Compression, TornMarker};
-use session_surface::{Replacement, TranscriptEntry};
+use session_surface::Replacement;
 
 use crate::error::Result;
 use crate::json::{num, obj, opt_num, opt_str, seqs};
@@ -157,25 +157,7 @@ pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
     let prefix = events.prefix(stored_len);
     // The inspection built the session: its surface, messages and transcript are those of
     // every event including the closers, without folding the log again.
-    let replacements = detailed
-        .transcript
-        .iter()
-        .filter_map(|entry| match entry {
-            TranscriptEntry::Replacement {
-                event,
-                start,
-                end,
-                shadowed_seqs,
-                ..
-            } => Some(Replacement {
-                seq: event.seq(),
-                start: *start,
-                end: *end,
-                shadowed_seqs: shadowed_seqs.to_vec(),
-            }),
-            _ => None,
-        })
-        .collect();
+    let replacements = detailed.transcript.replacements();
     let children = store
         .block_on(store.persistence.list(None))
         .ok()

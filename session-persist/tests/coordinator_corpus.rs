@@ -17,7 +17,7 @@ use session_persist::{
     Compression, Error, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions,
 };
 use session_store::SessionStore;
-use session_surface::{Replacement, TranscriptEntry, derive_event_message, fold_surface};
+use session_surface::{derive_event_message, fold_surface};
 
 const ENCODINGS: [(Compression, &str, &str); 2] = [
     (Compression::None, "jsonl", "session.jsonl"),
@@ -167,25 +167,7 @@ async fn check_detailed_derivations(p: &Persistence, id: &str, what: &str) -> us
         .filter(|e| derive_event_message(e).is_some())
         .count();
     assert_eq!(detailed.messages.len(), messages, "{what}: messages");
-    let replacements: Vec<Replacement> = detailed
-        .transcript
-        .iter()
-        .filter_map(|entry| match entry {
-            TranscriptEntry::Replacement {
-                event,
-                start,
-                end,
-                shadowed_seqs,
-                ..
-            } => Some(Replacement {
-                seq: event.seq(),
-                start: *start,
-                end: *end,
-                shadowed_seqs: shadowed_seqs.to_vec(),
-            }),
-            _ => None,
-        })
-        .collect();
+    let replacements = detailed.transcript.replacements();
     assert_eq!(replacements, fold.replacements, "{what}: replacements");
     fold.replacements.len()
 }

@@ -20,7 +20,7 @@ use session_core::event::SurfaceOp;
 use session_core::json::Value;
 
 use crate::derive::derive_event_message;
-use crate::surface::{Surface, SurfaceError};
+use crate::surface::{Replacement, Surface, SurfaceError};
 
 /// One entry of a [`Transcript`].
 #[derive(Clone)]
@@ -187,6 +187,29 @@ impl Transcript {
         &self,
     ) -> impl ExactSizeIterator<Item = &TranscriptEntry> + DoubleEndedIterator + '_ {
         self.0.iter()
+    }
+
+    /// The replacement history in log order, as [`fold_surface`](crate::fold_surface)
+    /// reports it for the same events.
+    pub fn replacements(&self) -> Vec<Replacement> {
+        self.0
+            .iter()
+            .filter_map(|entry| match entry {
+                TranscriptEntry::Replacement {
+                    event,
+                    start,
+                    end,
+                    shadowed_seqs,
+                    ..
+                } => Some(Replacement {
+                    seq: event.seq(),
+                    start: *start,
+                    end: *end,
+                    shadowed_seqs: shadowed_seqs.to_vec(),
+                }),
+                TranscriptEntry::Message { .. } => None,
+            })
+            .collect()
     }
 
     /// Number of entries.
