@@ -18,16 +18,14 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_main};
-use session_bench::{chat_session, clock, text_chunk};
+use session_bench::{PersistedStore, chat_session, text_chunk};
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
+use session_persist::Backend;
 use session_persist::jsonl::{JsonlBackend, JsonlConfig};
-use session_persist::{Backend, Persistence, PersistenceOptions};
-use session_store::{PrepareOptions, SessionStore};
 use session_surface::Draft;
 
 /// Chunk events appended per iteration of `write/persist_chunks`.
@@ -65,18 +63,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn persist_chunks(c: &mut Criterion) {
     let rt = runtime();
     let root = TempRoot::new("write");
-    let backend = JsonlBackend::open(JsonlConfig::new(&root.0)).expect("backend");
-    let sessions = SessionStore::new(clock());
-    let persistence = Persistence::new(
-        Arc::new(backend),
-        sessions.clone(),
-        PersistenceOptions {
-            runtime: Some(rt.handle().clone()),
-            ..PersistenceOptions::default()
-        },
-    )
-    .expect("persistence");
-    let meta = Value::object([("cwd", Value::from("/bench/write"))]);
+    let store = PersistedStore::open(&root.0, rt.handle().clone());
     let mut next = 0u64;
 
     let mut g = c.benchmark_group("write");
@@ -96,35 +83,16 @@ fn persist_chunks(c: &mut Criterion) {
                 for _ in 0..iters {
                     next += 1;
                     let id = format!("w{next}");
-                    let (session, detach) = sessions
-                        .create(
-                            Some(&id),
-                            PrepareOptions {
-                                meta: Some(meta.clone()),
-                                ..PrepareOptions::default()
-                            },
-                        )
-                        .expect("create");
-                    session
-                        .append(Draft::new(
-                            "turn/start",
-                            Value::object([("turn", Value::from(1u8))]),
-                        ))
-                        .expect("turn/start");
-                    rt.block_on(sessions.flush(&session)).expect("flush");
+                    let (session, detach) = store.open_turn(&id);
                     let start = Instant::now();
                     for _ in 0..chunks {
                         session.append(text_chunk(1, 1, "tok ")).expect("chunk");
                     }
-                    rt.block_on(sessions.flush(&session)).expect("flush");
+                    store.flush(&session);
                     total += start.elapsed();
-                    detach.detach();
-                    // Retirement runs on the runtime and may hold the last handle: wait for
-                    // it, so that the session's memory is given back here, untimed, and not
-                    // by another thread during the next iteration.
-                    while persistence.live_sessions() > 0 || persistence.retiring(&id) {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
+                    // Untimed: the session's memory is given back here, not by another
+                    // thread during the next iteration.
+                    store.retire(&id, &detach);
                     drop(session);
                 }
                 total
@@ -132,7 +100,6 @@ fn persist_chunks(c: &mut Criterion) {
         });
     }
     g.finish();
-    drop(persistence);
 }
 
 fn memory_chunk(c: &mut Criterion) {

@@ -13,13 +13,10 @@
 #![allow(clippy::print_stdout)] // the report is the program's output
 #![allow(clippy::cast_precision_loss)] // event counts are far below 2^52
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use session_bench::{clock, text_chunk};
+use session_bench::{PersistedStore, clock, text_chunk};
 use session_core::json::Value;
-use session_persist::jsonl::{JsonlBackend, JsonlConfig};
-use session_persist::{Persistence, PersistenceOptions};
 use session_store::{PrepareOptions, SessionStore};
 use session_surface::{Draft, Session, SharedSession};
 
@@ -66,37 +63,8 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let backend = JsonlBackend::open(JsonlConfig::new(&root)).expect("backend");
-    let sessions = SessionStore::new(clock());
-    let persistence = Persistence::new(
-        Arc::new(backend),
-        sessions.clone(),
-        PersistenceOptions {
-            runtime: Some(rt.handle().clone()),
-            ..PersistenceOptions::default()
-        },
-    )
-    .expect("persistence");
-    let meta = Value::object([("cwd", Value::from("/bench/write"))]);
-    let open = |n: u64| {
-        let (session, detach) = sessions
-            .create(
-                Some(&format!("w{n}")),
-                PrepareOptions {
-                    meta: Some(meta.clone()),
-                    ..PrepareOptions::default()
-                },
-            )
-            .expect("create");
-        session
-            .append(Draft::new(
-                "turn/start",
-                Value::object([("turn", Value::from(1u8))]),
-            ))
-            .expect("turn/start");
-        rt.block_on(sessions.flush(&session)).expect("flush");
-        (session, detach)
-    };
+    let store = PersistedStore::open(&root, rt.handle().clone());
+    let open = |n: u64| store.open_turn(&format!("w{n}"));
     if mode == "repeat" {
         // One session per round, each dropped after its flush: resident memory must not
         // grow with the number of rounds.
@@ -106,14 +74,10 @@ fn main() {
             for _ in 0..count {
                 session.append(text_chunk(1, 1, "tok ")).expect("chunk");
             }
-            rt.block_on(sessions.flush(&session)).expect("flush");
+            store.flush(&session);
             let elapsed = start.elapsed();
-            detach.detach();
-            // Retirement runs on the runtime; wait for it so that the session's memory is
-            // given back here, between rounds, not by another thread during the next one.
-            while persistence.live_sessions() > 0 || persistence.retiring(&format!("w{n}")) {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            // Between rounds, not by another thread during the next one.
+            store.retire(&format!("w{n}"), &detach);
             drop(session);
             let rss = std::fs::read_to_string("/proc/self/statm")
                 .ok()
@@ -123,7 +87,7 @@ fn main() {
             println!(
                 "round {n}: {:.0} ms, live sessions {}, resident {} MiB",
                 elapsed.as_secs_f64() * 1e3,
-                sessions.list().len(),
+                store.sessions.list().len(),
                 rss >> 20
             );
         }
@@ -138,7 +102,7 @@ fn main() {
         }
         appending += start.elapsed();
         let start = Instant::now();
-        rt.block_on(sessions.flush(&session)).expect("flush");
+        store.flush(&session);
         flushing += start.elapsed();
     } else {
         for n in 0..rounds {
@@ -149,12 +113,12 @@ fn main() {
             }
             appending += start.elapsed();
             let start = Instant::now();
-            rt.block_on(sessions.flush(&session)).expect("flush");
+            store.flush(&session);
             flushing += start.elapsed();
             detach.detach();
         }
     }
-    drop(persistence);
+    drop(store);
     let _ = std::fs::remove_dir_all(&root);
     report(total, appending, flushing);
 }

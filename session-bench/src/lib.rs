@@ -9,6 +9,9 @@
 //! ```
 
 pub mod generator;
+mod persisted;
+
+pub use persisted::PersistedStore;
 
 use std::sync::Arc;
 
