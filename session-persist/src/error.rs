@@ -64,7 +64,9 @@ pub enum Error {
     ZstdStructure {
         /// What is wrong.
         kind: ZstdStructureError,
-        /// Byte offset of the frame in the file.
+        /// Byte offset in the file of the offending field: the frame's magic for an invalid
+        /// magic, the frame-header descriptor for a reserved frame-header bit, the block header
+        /// for a reserved block type.
         offset: u64,
     },
     /// `corrupt Zstandard session log: frame at byte <n> failed validation`.

@@ -549,3 +549,51 @@ fn header_frames_with_foreign_versions_are_refused_with_their_location() {
     assert_eq!(err.name(), "SessionFormatUnsupportedError");
     let _ = Value::Null;
 }
+
+// Structural errors name the byte of the offending field, not the frame's first byte.
+#[test]
+fn structural_errors_name_the_descriptor_and_the_block_header() {
+    let tmp = TempDir::new("zpos");
+    let backend = open(&tmp.root());
+    let m = meta("s");
+    let path = write_log(&backend, &m, &[&turn(1, 0)]);
+    let bytes = std::fs::read(&path).unwrap();
+    let second = frames(&bytes)[1].0;
+    let rt = rt();
+    let load = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        rt.block_on(backend.load_stored("s"))
+            .unwrap_err()
+            .to_string()
+    };
+
+    // Bit 0x08 of the second frame's descriptor (4 bytes after its magic) is reserved.
+    let mut reserved_bit = bytes.clone();
+    reserved_bit[second + 4] |= 0x08;
+    assert_eq!(
+        load(&reserved_bit),
+        format!(
+            "corrupt Zstandard session log: reserved frame-header bit at byte {}",
+            second + 4
+        )
+    );
+
+    // Block type 3 in the second frame's first block header, which follows the frame header.
+    let descriptor = bytes[second + 4];
+    let single_segment = descriptor & 0x20 != 0;
+    let fcs_flag = descriptor >> 6;
+    let fcs = if fcs_flag == 0 {
+        usize::from(single_segment)
+    } else {
+        1 << fcs_flag
+    };
+    let dict = [0, 1, 2, 4][usize::from(descriptor & 3)];
+    let block = second + 5 + usize::from(!single_segment) + dict + fcs;
+    assert!(block > second + 5, "the frame header has more than its descriptor");
+    let mut reserved_block = bytes.clone();
+    reserved_block[block] |= 0b110;
+    assert_eq!(
+        load(&reserved_block),
+        format!("corrupt Zstandard session log: reserved block type at byte {block}")
+    );
+}

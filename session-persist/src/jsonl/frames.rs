@@ -106,7 +106,8 @@ pub(crate) fn scan_frames(
             return Ok((frames, Some(base + off)));
         };
         if descriptor & 0x18 != 0 {
-            return Err(structure(ZstdStructureError::ReservedBit, base + off));
+            // The error names the descriptor byte itself, as the reference does.
+            return Err(structure(ZstdStructureError::ReservedBit, base + off + 4));
         }
         let fcs_flag = descriptor >> 6;
         let single_segment = descriptor & 0x20 != 0;
@@ -151,7 +152,11 @@ pub(crate) fn scan_frames(
             let block_type = (header >> 1) & 3;
             let size = (header >> 3) as usize;
             if block_type == 3 {
-                return Err(structure(ZstdStructureError::ReservedBlockType, base + off));
+                // The error names the block header, as the reference does.
+                return Err(structure(
+                    ZstdStructureError::ReservedBlockType,
+                    base + off + pos,
+                ));
             }
             let payload = if block_type == 1 { 1 } else { size };
             pos += 3;
@@ -462,7 +467,7 @@ mod tests {
         reserved[4] |= 0x08;
         assert_eq!(
             scan_zstd_frames(&reserved, None).unwrap_err().to_string(),
-            "corrupt Zstandard session log: reserved frame-header bit at byte 0"
+            "corrupt Zstandard session log: reserved frame-header bit at byte 4"
         );
         // Magic, descriptor 0x00 (window byte), then a block header cut short.
         let short_block = [0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x50, 0x01, 0x00];
@@ -479,7 +484,7 @@ mod tests {
             scan_zstd_frames(&buf, None).unwrap_err().to_string(),
             format!(
                 "corrupt Zstandard session log: reserved block type at byte {}",
-                f.len()
+                f.len() + 6
             )
         );
     }
