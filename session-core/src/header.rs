@@ -11,7 +11,10 @@ pub const SESSION_FORMAT_VERSION: i64 = 0;
 
 /// The header of a session (`SessionHeader`).
 ///
-/// Unknown extra keys are kept (in order, after the known fields) so that nothing is lost.
+/// A header given to a session (`create`) keeps unknown extra keys (in order, after the known
+/// fields). A header read from storage is rebuilt from the known fields only
+/// ([`SessionHeader::known_fields`]), as the reference's readers do: unknown stored keys are
+/// not part of any read path's metadata.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionHeader {
     /// The session id.
@@ -32,6 +35,12 @@ pub struct SessionHeader {
     pub agent_preset: Option<Arc<str>>,
     /// Unknown keys, kept verbatim.
     pub extra: Vec<(Arc<str>, Value)>,
+    /// The known fields exactly as stored, for a header read from storage without validation
+    /// (`read_from`, `list`) whose stored fields the typed fields above cannot express: a
+    /// foreign `version`, or a field of the wrong type (a `seedLength` written as a string).
+    /// When present, [`SessionHeader::to_value`] returns it; the typed fields hold only what
+    /// is well typed. `None` for every validated header.
+    pub stored: Option<Value>,
 }
 
 /// `String(v)` of JavaScript for a JSON value or `undefined` (used in messages).
@@ -66,7 +75,8 @@ pub fn js_string(v: Option<&Value>) -> String {
     }
 }
 
-const KNOWN: [&str; 9] = [
+/// The header fields of the format, in the order the header is serialized.
+pub const HEADER_FIELDS: [&str; 9] = [
     "version",
     "id",
     "createdAt",
@@ -96,7 +106,35 @@ impl SessionHeader {
             delegation_depth: None,
             agent_preset: None,
             extra: Vec::new(),
+            stored: None,
         }
+    }
+
+    /// A stored header record rebuilt from its known fields: each of [`HEADER_FIELDS`] present
+    /// in `record`, in that order, with its stored value (not type-checked). Unknown keys and
+    /// storage tags (JSONL's `"type"`) are dropped. A non-object record gives an empty object.
+    pub fn known_fields(record: &Value) -> Value {
+        let Some(o) = record.as_object() else {
+            return Value::Object(json::Object::from_entries(Vec::new()));
+        };
+        let entries: Vec<(Arc<str>, Value)> = HEADER_FIELDS
+            .iter()
+            .filter_map(|k| o.get(k).map(|v| (json::key(k), v.clone())))
+            .collect();
+        Value::Object(json::Object::from_entries(entries))
+    }
+
+    /// This header, read leniently from storage, marked with the stored known fields `known`
+    /// (see [`SessionHeader::known_fields`]) when they differ from what its typed fields write
+    /// (see [`SessionHeader::stored`]).
+    #[must_use]
+    pub fn with_stored_fields(mut self, known: &Value) -> SessionHeader {
+        self.stored = None;
+        self.extra.clear();
+        if self.to_value() != *known {
+            self.stored = Some(known.clone());
+        }
+        self
     }
 
     /// Validates a header value for session `id`, in the reference's order; the first failure
@@ -175,7 +213,7 @@ impl SessionHeader {
         let extra = o
             .entries()
             .iter()
-            .filter(|(k, _)| !KNOWN.contains(&&**k))
+            .filter(|(k, _)| !HEADER_FIELDS.contains(&&**k))
             .cloned()
             .collect();
         Ok(SessionHeader {
@@ -188,12 +226,17 @@ impl SessionHeader {
             delegation_depth,
             agent_preset,
             extra,
+            stored: None,
         })
     }
 
     /// The header as JSON: `version, id, createdAt, cwd?, parentSession?, seedLength?,
-    /// origin?, delegationDepth?, agentPreset?`, then unknown keys.
+    /// origin?, delegationDepth?, agentPreset?`, then unknown keys; or the stored fields, when
+    /// the header carries them ([`SessionHeader::stored`]).
     pub fn to_value(&self) -> Value {
+        if let Some(stored) = &self.stored {
+            return stored.clone();
+        }
         let mut e: Vec<(Arc<str>, Value)> = Vec::with_capacity(9 + self.extra.len());
         e.push((json::key("version"), Value::from(0u8)));
         e.push((json::key("id"), Value::String(self.id.clone())));

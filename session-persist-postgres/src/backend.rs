@@ -205,17 +205,7 @@ fn decode_event_row(row: &Row, id: &str) -> Result<EventRow> {
     })
 }
 
-const KNOWN_HEADER_KEYS: [&str; 9] = [
-    "version",
-    "id",
-    "createdAt",
-    "cwd",
-    "parentSession",
-    "seedLength",
-    "origin",
-    "delegationDepth",
-    "agentPreset",
-];
+
 
 fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -240,6 +230,8 @@ fn row_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
     }
     let header_value = json::parse(&row.header_json)
         .map_err(|e| Error::corrupt(&row.id, None, format!("header_json: {e}")))?;
+    // Rebuilt from the known fields only: unknown stored keys are not part of the metadata.
+    let header_value = SessionHeader::known_fields(&header_value);
     let mut meta = SessionHeader::new(row.id.as_str(), to_u64(row.created_at));
     meta.cwd = row.cwd.as_deref().map(Into::into);
     meta.parent_session = row.parent_session.as_deref().map(Into::into);
@@ -247,13 +239,6 @@ fn row_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
     meta.origin_subagent = row.origin.is_some();
     meta.delegation_depth = row.delegation_depth.map(to_u64);
     meta.agent_preset = row.agent_preset.as_deref().map(Into::into);
-    if let Some(object) = header_value.as_object() {
-        meta.extra = object
-            .iter()
-            .filter(|(k, _)| !KNOWN_HEADER_KEYS.contains(k))
-            .map(|(k, v)| (json::key(k), v.clone()))
-            .collect();
-    }
     Ok((meta, header_value))
 }
 

@@ -9,20 +9,6 @@ use session_core::{SESSION_FORMAT_VERSION, SessionHeader};
 
 use crate::error::{Error, FormatRefusal, Result};
 
-/// Header keys that have a place in [`SessionHeader`]; everything else is kept as `extra`.
-const KNOWN_KEYS: [&str; 10] = [
-    "type",
-    "version",
-    "id",
-    "createdAt",
-    "cwd",
-    "parentSession",
-    "seedLength",
-    "origin",
-    "delegationDepth",
-    "agentPreset",
-];
-
 /// `toHeaderLine(meta)` serialized, without the newline: keys `type, version, id, createdAt,
 /// cwd?, parentSession?, seedLength?, origin?, delegationDepth, agentPreset?`, with
 /// `delegationDepth` always written (0 when absent). Unknown header keys are not written.
@@ -61,9 +47,11 @@ pub fn to_header_line(meta: &SessionHeader) -> String {
 /// A header record that passed `isHeaderLine`.
 #[derive(Debug, Clone)]
 pub(crate) struct ParsedHeader {
-    /// The header, read leniently (unchecked fields kept only when well-typed).
+    /// The header, read leniently: unchecked fields kept in the typed fields only when well
+    /// typed, and the stored known fields kept as stored ([`SessionHeader::stored`]).
     pub(crate) meta: SessionHeader,
-    /// The record without its `type` tag.
+    /// The known fields of the record as stored ([`SessionHeader::known_fields`]): no `type`
+    /// tag, no unknown keys.
     pub(crate) value: Value,
 }
 
@@ -130,16 +118,13 @@ fn build(v: &Value) -> Option<ParsedHeader> {
         origin_subagent: o.get("origin").and_then(Value::as_str) == Some("subagent"),
         delegation_depth: Some(strict_count(o.get("delegationDepth"))?),
         agent_preset: string("agentPreset"),
-        extra: o
-            .entries()
-            .iter()
-            .filter(|(k, _)| !KNOWN_KEYS.contains(&&**k))
-            .cloned()
-            .collect(),
+        extra: Vec::new(),
+        stored: None,
     };
+    let value = SessionHeader::known_fields(v);
     Some(ParsedHeader {
-        meta,
-        value: Value::Object(o.without("type")),
+        meta: meta.with_stored_fields(&value),
+        value,
     })
 }
 
@@ -359,8 +344,43 @@ mod tests {
         let h = strict(&with("cwd", "7")).unwrap();
         assert_eq!(h.meta.cwd, None);
         assert_eq!(h.cwd_value().and_then(Value::as_f64), Some(7.0));
+        assert_eq!(
+            h.meta.to_value().to_json(),
+            r#"{"version":0,"id":"s","createdAt":1,"cwd":7,"delegationDepth":0}"#
+        );
+    }
+
+    #[test]
+    fn unknown_header_keys_are_dropped_from_the_metadata() {
         let h = strict(&with("extraField", "[1]")).unwrap();
-        assert_eq!(h.meta.extra.len(), 1);
+        assert!(h.meta.extra.is_empty());
+        assert_eq!(h.meta.stored, None);
+        assert_eq!(
+            h.value.to_json(),
+            r#"{"version":0,"id":"s","createdAt":1,"delegationDepth":0}"#
+        );
+        assert_eq!(h.meta.to_value(), h.value);
+    }
+
+    #[test]
+    fn ill_typed_or_foreign_known_fields_are_kept_as_stored() {
+        let h = strict(&with("seedLength", "\"3\"")).unwrap();
+        assert_eq!(h.meta.seed_length, None);
+        assert_eq!(
+            h.meta.to_value().to_json(),
+            r#"{"version":0,"id":"s","createdAt":1,"seedLength":"3","delegationDepth":0}"#
+        );
+        let h = parse_lenient(
+            r#"{"type":"session","version":1,"id":"s","createdAt":1,"delegationDepth":0,"z":0}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            h.meta.to_value().to_json(),
+            r#"{"version":1,"id":"s","createdAt":1,"delegationDepth":0}"#
+        );
+        // The header line written for it is the validated form.
+        assert!(to_header_line(&h.meta).contains(r#""version":0"#));
     }
 
     #[test]
