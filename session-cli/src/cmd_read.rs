@@ -122,48 +122,80 @@ pub(crate) fn prefix_at(events: &Events, at: Option<u64>, id: &str) -> Result<Ev
 
 /// One row of `list`.
 struct Row {
-    meta: session_core::SessionHeader,
+    /// The header; `None` when the session's header cannot be read.
+    meta: Option<session_core::SessionHeader>,
     file: Option<String>,
     events: Option<usize>,
     torn: bool,
     error: Option<String>,
 }
 
-/// `list`.
+/// `list`: every stored session, each with its error when it cannot be read; one damaged
+/// session never fails the listing.
 pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
     let at = inv.global.store();
     require_store(&at)?;
     let store = Store::open(&at)?;
-    let mut headers = store
-        .block_on(store.persistence.list(None))
+    let listed = store
+        .block_on(store.persistence.list_entries(None))
         .map_err(|e| store.err(e, None))?;
-    headers.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
-    let mut rows = Vec::with_capacity(headers.len());
-    for meta in headers {
-        let file = store.log_file(&meta).map(|p| p.display().to_string());
+    let mut rows = Vec::with_capacity(listed.len());
+    for entry in listed {
+        let file = entry
+            .location
+            .as_ref()
+            .map(|l| l.path.display().to_string());
+        let meta = match entry.header {
+            Ok(meta) => meta,
+            Err(e) => {
+                rows.push(Row {
+                    meta: None,
+                    file,
+                    events: None,
+                    torn: false,
+                    error: Some(e.to_string()),
+                });
+                continue;
+            }
+        };
+        let file = file.or_else(|| store.log_file(&meta).map(|p| p.display().to_string()));
         let (events, torn, error) = match store.block_on(store.backend.load_stored(&meta.id)) {
             Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
             Ok(None) => (None, false, Some("vanished while listing".to_owned())),
             Err(e) => (None, false, Some(e.to_string())),
         };
         rows.push(Row {
-            meta,
+            meta: Some(meta),
             file,
             events,
             torn,
             error,
         });
     }
+    // Oldest first; sessions whose header cannot be read last, by file.
+    rows.sort_by(|a, b| match (&a.meta, &b.meta) {
+        (Some(x), Some(y)) => x.created_at.cmp(&y.created_at).then(x.id.cmp(&y.id)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.file.cmp(&b.file),
+    });
     if inv.global.json {
         let sessions = Value::array(rows.iter().map(|r| {
+            let m = r.meta.as_ref();
             obj([
-                ("id", Value::from(&*r.meta.id)),
-                ("createdAt", num(r.meta.created_at)),
-                ("created", Value::from(rfc3339(r.meta.created_at))),
-                ("cwd", opt_str(r.meta.cwd.as_deref())),
+                ("id", opt_str(m.map(|m| m.id.to_string()))),
+                ("createdAt", m.map_or(Value::Null, |m| num(m.created_at))),
+                (
+                    "created",
+                    m.map_or(Value::Null, |m| Value::from(rfc3339(m.created_at))),
+                ),
+                ("cwd", opt_str(m.and_then(|m| m.cwd.as_deref()))),
                 ("events", opt_num(r.events.map(|n| n as u64))),
-                ("parentSession", opt_str(r.meta.parent_session.as_deref())),
-                ("seedLength", opt_num(r.meta.seed_length)),
+                (
+                    "parentSession",
+                    opt_str(m.and_then(|m| m.parent_session.as_deref())),
+                ),
+                ("seedLength", opt_num(m.and_then(|m| m.seed_length))),
                 ("tornTail", Value::from(r.torn)),
                 ("file", opt_str(r.file.clone())),
                 ("error", opt_str(r.error.clone())),
@@ -196,6 +228,7 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
             "events".to_owned(),
             "lineage".to_owned(),
         ]];
+        let mut unreadable = Vec::new();
         for r in &rows {
             let events = match (&r.events, &r.error) {
                 (Some(n), _) if r.torn => s.yellow(&format!("{n} +torn")),
@@ -203,21 +236,35 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
                 (None, Some(e)) => s.red(&format!("error: {}", truncate(e, 40))),
                 (None, None) => "-".to_owned(),
             };
-            let lineage = match (&r.meta.parent_session, r.meta.seed_length) {
+            let Some(m) = &r.meta else {
+                unreadable.push(r);
+                continue;
+            };
+            let lineage = match (&m.parent_session, m.seed_length) {
                 (Some(p), Some(n)) => format!("← {p} @{n}"),
                 (Some(p), None) => format!("← {p}"),
                 _ => String::new(),
             };
             table_rows.push(vec![
-                r.meta.id.to_string(),
-                utc(r.meta.created_at),
-                truncate(r.meta.cwd.as_deref().unwrap_or("-"), 40),
+                m.id.to_string(),
+                utc(m.created_at),
+                truncate(m.cwd.as_deref().unwrap_or("-"), 40),
                 events,
                 lineage,
             ]);
         }
-        for line in table(&table_rows, &[3], s, "") {
-            out.line(&line)?;
+        if table_rows.len() > 1 {
+            for line in table(&table_rows, &[3], s, "") {
+                out.line(&line)?;
+            }
+        }
+        // Sessions whose header cannot be read: the file and the whole error.
+        for r in unreadable {
+            out.line(&s.red(&format!(
+                "error: {}: {}",
+                r.file.as_deref().unwrap_or("-"),
+                r.error.as_deref().unwrap_or_default()
+            )))?;
         }
     }
     store.close()

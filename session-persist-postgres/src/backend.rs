@@ -232,6 +232,12 @@ fn row_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
         .map_err(|e| Error::corrupt(&row.id, None, format!("header_json: {e}")))?;
     // Rebuilt from the known fields only: unknown stored keys are not part of the metadata.
     let header_value = SessionHeader::known_fields(&header_value);
+    Ok((row_header(row), header_value))
+}
+
+/// The header of a session row's columns, for any format version: a version other than 0 is
+/// kept as stored ([`SessionHeader::stored`]), so a listing shows it (only opening refuses).
+fn row_header(row: &SessionRow) -> SessionHeader {
     let mut meta = SessionHeader::new(row.id.as_str(), to_u64(row.created_at));
     meta.cwd = row.cwd.as_deref().map(Into::into);
     meta.parent_session = row.parent_session.as_deref().map(Into::into);
@@ -239,7 +245,13 @@ fn row_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
     meta.origin_subagent = row.origin.is_some();
     meta.delegation_depth = row.delegation_depth.map(to_u64);
     meta.agent_preset = row.agent_preset.as_deref().map(Into::into);
-    Ok((meta, header_value))
+    if row.version != 0
+        && let Some(fields) = meta.to_value().as_object()
+    {
+        let stored = fields.with("version", session_core::event::int_value(i64::from(row.version)));
+        meta.stored = Some(Value::Object(stored));
+    }
+    meta
 }
 
 /// The arrays of an `unnest` insert.
@@ -618,7 +630,7 @@ impl PostgresBackend {
             .map_err(Error::pg("list"))?;
         conn.done();
         rows.iter()
-            .map(|r| SessionRow::decode(r, "").and_then(|s| row_meta(&s).map(|(m, _)| m)))
+            .map(|r| SessionRow::decode(r, "").map(|s| row_header(&s)))
             .collect()
     }
 
@@ -638,8 +650,7 @@ impl PostgresBackend {
         rows.iter()
             .map(|r| {
                 let row = SessionRow::decode(r, "")?;
-                let (meta, _) = row_meta(&row)?;
-                Ok((meta, self.revision(&row)))
+                Ok((row_header(&row), self.revision(&row)))
             })
             .collect()
     }

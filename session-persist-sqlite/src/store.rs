@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use session_core::chunk_rows::MAX_PACKED_ROW_MEMBERS;
-use session_core::event::seq_value;
+use session_core::event::{int_value, seq_value};
 use session_core::json::{Value, write_js_number};
 use session_core::{Event, SESSION_FORMAT_VERSION, SessionHeader, header::js_string};
 use session_persist::{FormatRefusal, Revision};
@@ -406,12 +406,21 @@ impl Store {
         })
     }
 
-    /// Every session row, decoded (`list`; unordered).
+    /// Every session row, decoded (`list`; unordered). Headers are read leniently: a row
+    /// whose format version is not 0 is listed as stored (only opening it refuses).
     pub(crate) fn list(&self) -> Result<Vec<StoredMeta>> {
-        self.session_rows()?
+        Ok(self
+            .session_rows()?
             .iter()
-            .map(|row| self.stored_meta(row))
-            .collect()
+            .map(|row| {
+                let (meta, header_value) = row_fields(row);
+                StoredMeta {
+                    meta,
+                    header_value,
+                    revision: self.revision(row),
+                }
+            })
+            .collect())
     }
 }
 
@@ -433,6 +442,12 @@ pub(crate) fn row_to_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
             newer: row.version > SESSION_FORMAT_VERSION,
         }));
     }
+    Ok(row_fields(row))
+}
+
+/// The header of a session row and its JSON record, for any format version: a version other
+/// than 0 is kept as stored ([`SessionHeader::stored`]).
+fn row_fields(row: &SessionRow) -> (SessionHeader, Value) {
     let mut meta = SessionHeader::new(row.id.as_str(), row.created_at);
     meta.cwd = row.cwd.as_deref().map(Into::into);
     meta.parent_session = row.parent_session.as_deref().map(Into::into);
@@ -441,7 +456,7 @@ pub(crate) fn row_to_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
     meta.delegation_depth = row.delegation_depth;
     meta.agent_preset = row.agent_preset.as_deref().map(Into::into);
     let mut entries: Vec<(&str, Value)> = vec![
-        ("version", Value::from(0u8)),
+        ("version", int_value(row.version)),
         ("id", Value::string(row.id.as_str())),
         ("createdAt", seq_value(row.created_at)),
     ];
@@ -453,5 +468,6 @@ pub(crate) fn row_to_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
     entries.extend(text("origin", &row.origin));
     entries.extend(number("delegationDepth", row.delegation_depth));
     entries.extend(text("agentPreset", &row.agent_preset));
-    Ok((meta, Value::object(entries)))
+    let value = Value::object(entries);
+    (meta.with_stored_fields(&value), value)
 }

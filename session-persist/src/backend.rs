@@ -160,6 +160,17 @@ pub struct StoredSuffix {
     pub events: Vec<Event>,
 }
 
+/// One session of a listing ([`Backend::list_entries`]).
+#[derive(Debug)]
+pub struct ListedSession {
+    /// Where its artifact is, when the medium has per-session artifacts.
+    pub location: Option<Location>,
+    /// Its header as stored (read leniently, see [`Backend::list`]), or why it cannot be
+    /// listed (an unreadable or invalid header, a header that does not belong at its location,
+    /// a duplicate id).
+    pub header: std::result::Result<SessionHeader, Error>,
+}
+
 /// A verbatim artifact, decoded from its physical encoding.
 #[derive(Debug, Clone)]
 pub struct RawArtifact {
@@ -218,8 +229,25 @@ pub trait Backend: Send + Sync {
         closers: &[Event],
     ) -> Result<()>;
 
-    /// The headers of every stored session (unordered).
+    /// The headers of every stored session (unordered). A header is read leniently: a session
+    /// whose header has another version is returned as stored (only opening it refuses). A
+    /// session whose header cannot be read is left out; [`Backend::list_entries`] reports it.
     async fn list(&self) -> Result<Vec<SessionHeader>>;
+
+    /// Every stored session, each with its header or the error that keeps it from being
+    /// listed, so that one damaged session never fails the listing of the others. The
+    /// default lists [`Backend::list`]'s headers, none with an error.
+    async fn list_entries(&self) -> Result<Vec<ListedSession>> {
+        Ok(self
+            .list()
+            .await?
+            .into_iter()
+            .map(|header| ListedSession {
+                location: self.locate(&header),
+                header: Ok(header),
+            })
+            .collect())
+    }
 
     /// The headers of every stored session with their revisions.
     async fn list_snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>>;
@@ -297,6 +325,9 @@ macro_rules! forward_backend {
             }
             async fn list(&self) -> Result<Vec<SessionHeader>> {
                 (**self).list().await
+            }
+            async fn list_entries(&self) -> Result<Vec<ListedSession>> {
+                (**self).list_entries().await
             }
             async fn list_snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
                 (**self).list_snapshots().await

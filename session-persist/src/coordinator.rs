@@ -1661,6 +1661,19 @@ impl Persistence {
         listed
     }
 
+    /// Every stored session, each with its header or the error that keeps it from being
+    /// listed ([`Backend::list_entries`]): one damaged session never fails the listing.
+    pub async fn list_entries(
+        &self,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Vec<crate::backend::ListedSession>> {
+        self.inner.check_open()?;
+        cancel::check(cancel)?;
+        let listed = self.inner.backend.list_entries().await;
+        cancel::check(cancel)?;
+        listed
+    }
+
     /// Every stored session with its revision.
     pub async fn list_snapshots(
         &self,

@@ -1,9 +1,10 @@
 //! Header-only listing of every session under the root.
 //!
 //! Listing reads only each log's header: plain logs in 8 KiB chunks up to the first newline,
-//! Zstandard logs in 8 KiB chunks until one complete frame is present. Logs without a complete,
-//! valid header are skipped (they cannot have been published by a writer); layout and identity
-//! violations are errors.
+//! Zstandard logs in 8 KiB chunks until one complete frame is present. The header is read
+//! leniently: a session whose header has another version is listed as stored (only opening it
+//! refuses). A log without a complete, valid header, or whose header does not belong at its
+//! path, is listed with its error; it never fails the listing of the other sessions.
 
 use std::collections::HashSet;
 use std::io;
@@ -12,8 +13,9 @@ use std::path::{Path, PathBuf};
 use super::Compression;
 use super::Inner;
 use super::frames::{FrameDecoder, scan_zstd_frames};
-use super::header_line::{ParsedHeader, parse_lenient, version_refusal};
-use super::layout::{file_name, suffix};
+use super::header_line::{ParsedHeader, parse_lenient, parse_strict};
+use super::is_flat_log_name;
+use super::layout::file_name;
 use crate::backend::Location;
 use crate::error::{Error, Result};
 
@@ -22,17 +24,17 @@ const HEADER_CHUNK: usize = 8192;
 
 impl Inner {
     /// Reads the first bytes of a log until `done` says how many form the header; `None` at
-    /// end of file first or when the file is gone.
+    /// end of file first. A log that cannot be opened (a missing one included) is an
+    /// [`Error::Io`].
     fn read_header_bytes(
         &self,
         path: &Path,
         mut done: impl FnMut(&[u8]) -> Result<Option<Vec<u8>>>,
     ) -> Result<Option<Vec<u8>>> {
-        let mut file = match self.fs.open_read(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io("open", path, e)),
-        };
+        let mut file = self
+            .fs
+            .open_read(path)
+            .map_err(|e| Error::io("open", path, e))?;
         let mut buf = Vec::new();
         let mut chunk = vec![0u8; HEADER_CHUNK];
         loop {
@@ -51,7 +53,8 @@ impl Inner {
         }
     }
 
-    /// The header line (without its newline) of a log, when it has a complete one.
+    /// The header line (without its newline) of a log, when it has a complete one. The log
+    /// must exist (a missing one is an I/O error).
     pub(crate) fn read_header_line(
         &self,
         path: &Path,
@@ -83,8 +86,11 @@ impl Inner {
         }
     }
 
-    /// Every listed session: its header and log path.
-    pub(crate) fn list_entries(&self) -> Result<Vec<(ParsedHeader, PathBuf)>> {
+    /// Every session directory holding a log of this encoding: its log path and its header
+    /// read leniently (any version), or why the header could not be read or does not belong
+    /// at that path. Only problems of the root itself (a stray flat-file log, an artifact of
+    /// the other encoding, an unreadable root or project directory) fail the whole listing.
+    pub(crate) fn list_entries(&self) -> Result<Vec<(PathBuf, Result<ParsedHeader>)>> {
         self.preflight()?;
         let own = file_name(self.compression);
         let opposite = file_name(self.compression.opposite());
@@ -94,14 +100,8 @@ impl Inner {
         for project in self.project_dirs()? {
             for entry in self.dir_entries(&project)? {
                 let here = project.join(&entry.name);
-                if entry.is_file {
-                    let name = entry.name.to_string_lossy();
-                    if name.ends_with(suffix(Compression::None))
-                        || name.ends_with(suffix(Compression::Zstd))
-                    {
-                        return Err(Error::FlatLayout { path: here });
-                    }
-                    continue;
+                if entry.is_file && is_flat_log_name(&entry.name) {
+                    return Err(Error::FlatLayout { path: here });
                 }
                 if !entry.is_dir {
                     continue;
@@ -111,24 +111,57 @@ impl Inner {
                     return Err(self.mismatch(other));
                 }
                 let path = here.join(own);
-                let Some(line) = self.read_header_line(&path, &mut decoder)? else {
-                    continue;
+                let header = match self.listed_header(&path, &mut decoder) {
+                    Ok(None) => continue,
+                    Ok(Some(header)) => header,
+                    Err(e) => {
+                        out.push((path, Err(e)));
+                        continue;
+                    }
                 };
-                let Some(header) = parse_lenient(&String::from_utf8_lossy(&line))? else {
-                    continue;
-                };
-                if let Some(refusal) = version_refusal(&header.value) {
-                    return Err(refusal.with_location(Location::jsonl(&path)));
-                }
-                self.assert_identity(&path, None, &header)?;
-                if !seen.insert(header.meta.id.to_string()) {
-                    return Err(Error::DuplicateId {
-                        id: header.meta.id.to_string(),
+                let header = self
+                    .assert_identity(&path, None, &header)
+                    .map(|()| header)
+                    .and_then(|header| {
+                        if seen.insert(header.meta.id.to_string()) {
+                            Ok(header)
+                        } else {
+                            Err(Error::DuplicateId {
+                                id: header.meta.id.to_string(),
+                            })
+                        }
                     });
-                }
-                out.push((header, path));
+                out.push((path, header));
             }
         }
         Ok(out)
+    }
+
+    /// The header of one listed log: `None` when there is no log; an error naming the log when
+    /// it has no complete, valid header record.
+    fn listed_header(
+        &self,
+        path: &Path,
+        decoder: &mut FrameDecoder,
+    ) -> Result<Option<ParsedHeader>> {
+        let zstd = self.compression == Compression::Zstd;
+        let located = |e: Error| e.with_location(Location::jsonl(path));
+        let line = match self.read_header_line(path, decoder) {
+            // Removed since the directory was read, or never published: not a session.
+            Err(e) if e.is_io_kind(io::ErrorKind::NotFound) => return Ok(None),
+            other => other.map_err(located)?,
+        };
+        let Some(line) = line else {
+            return Err(located(Error::EmptyLog { zstd }));
+        };
+        let text = String::from_utf8_lossy(&line);
+        match parse_lenient(&text).map_err(located)? {
+            Some(header) => Ok(Some(header)),
+            // Why it is not a header, in the strict reader's words.
+            None => Err(located(match parse_strict(&text) {
+                Err(e) => e,
+                Ok(_) => Error::NotSessionHeader,
+            })),
+        }
     }
 }

@@ -71,7 +71,9 @@ use self::header_line::{ParsedHeader, parse_lenient};
 use self::layout::{LOGICAL_FILE_NAME, encode_segment, file_name, log_path, resolve_root};
 use self::lock::Writers;
 use self::read::{load_prefix, stable_read, stat_if_exists, zstd_text};
-use crate::backend::{Backend, Location, RawArtifact, Revision, StoredPrefix, TornMarker};
+use crate::backend::{
+    Backend, ListedSession, Location, RawArtifact, Revision, StoredPrefix, TornMarker,
+};
 use crate::error::{Error, Result};
 
 /// The backend's name, used in diagnostics.
@@ -149,6 +151,15 @@ enum Preflight {
     Passed,
     /// Rejected because of this opposite-encoding artifact (the rejection is kept).
     Rejected(PathBuf),
+    /// Rejected because of this stray flat-file log (the rejection is kept).
+    Flat(PathBuf),
+}
+
+/// Whether a file name is a flat-file session log (`<anything>.jsonl` or `.jsonl.zstd`).
+pub(crate) fn is_flat_log_name(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name.ends_with(layout::suffix(Compression::None))
+        || name.ends_with(layout::suffix(Compression::Zstd))
 }
 
 /// The shared state of a backend instance; all methods block.
@@ -208,9 +219,10 @@ impl Inner {
             .collect())
     }
 
-    /// The one-time scan of every session directory for an artifact of the other encoding.
-    /// A rejection is kept; I/O failures are not, so a transient error does not poison the
-    /// instance.
+    /// The one-time scan of the root: a stray flat-file log directly in the root or in a
+    /// project directory (`FlatLayout`, naming the file), or an artifact of the other encoding
+    /// in a session directory, refuses every operation on the root. A rejection is kept; I/O
+    /// failures are not, so a transient error does not poison the instance.
     pub(crate) fn preflight(&self) -> Result<()> {
         self.check_open()?;
         let mut state = self
@@ -220,11 +232,30 @@ impl Inner {
         match &*state {
             Preflight::Passed => return Ok(()),
             Preflight::Rejected(path) => return Err(self.mismatch(path.clone())),
+            Preflight::Flat(path) => return Err(Error::FlatLayout { path: path.clone() }),
             Preflight::Pending => {}
         }
         let opposite = file_name(self.compression.opposite());
-        for project in self.project_dirs()? {
+        let root_entries = self.dir_entries(&self.root)?;
+        if let Some(flat) = root_entries
+            .iter()
+            .find(|e| e.is_file && is_flat_log_name(&e.name))
+        {
+            let path = self.root.join(&flat.name);
+            *state = Preflight::Flat(path.clone());
+            return Err(Error::FlatLayout { path });
+        }
+        let projects = root_entries
+            .into_iter()
+            .filter(|e| e.is_dir)
+            .map(|e| self.root.join(e.name));
+        for project in projects {
             for entry in self.dir_entries(&project)? {
+                if entry.is_file && is_flat_log_name(&entry.name) {
+                    let path = project.join(&entry.name);
+                    *state = Preflight::Flat(path.clone());
+                    return Err(Error::FlatLayout { path });
+                }
                 if !entry.is_dir {
                     continue;
                 }
@@ -395,7 +426,10 @@ impl Inner {
 
     fn list_snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
         let mut out = Vec::new();
-        for (header, path) in self.list_entries()? {
+        for (path, header) in self.list_entries()? {
+            let Ok(header) = header else {
+                continue;
+            };
             if let Some(stat) = stat_if_exists(self.fs.as_ref(), &path)? {
                 out.push((header.meta, Revision::new(stat.revision_text())));
             }
@@ -591,8 +625,26 @@ impl Backend for JsonlBackend {
     }
 
     async fn list(&self) -> Result<Vec<SessionHeader>> {
-        self.run(|i| Ok(i.list_entries()?.into_iter().map(|(h, _)| h.meta).collect()))
-            .await
+        self.run(|i| {
+            Ok(i.list_entries()?
+                .into_iter()
+                .filter_map(|(_, h)| h.ok().map(|h| h.meta))
+                .collect())
+        })
+        .await
+    }
+
+    async fn list_entries(&self) -> Result<Vec<ListedSession>> {
+        self.run(|i| {
+            Ok(i.list_entries()?
+                .into_iter()
+                .map(|(path, header)| ListedSession {
+                    location: Some(Location::jsonl(path)),
+                    header: header.map(|h| h.meta),
+                })
+                .collect())
+        })
+        .await
     }
 
     async fn list_snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
