@@ -379,7 +379,10 @@ fn persist_hint(error: &PersistError, store: &StoreAt) -> Option<String> {
             "this root is opened as --compression {}; pass --compression {other} to read the file, or re-encode it with `sessionctl convert`",
             if zstd { "zstd" } else { "none" }
         ),
-        PersistError::FlatLayout { .. } => "a session log must live at <root>/<project>/<session id>/session.jsonl[.zstd]; move the file into its own session directory".into(),
+        PersistError::FlatLayout { path } => format!(
+            "the stray log {} refuses every command on this root: a session log must live at <root>/<project>/<session id>/session.jsonl[.zstd]; move it into its own session directory, or out of the root",
+            path.display()
+        ),
         PersistError::DuplicateId { .. } => "the same id is stored under two project directories; move one of them to another root".into(),
         PersistError::UnparsableCommitted { .. } | PersistError::SeqGap { .. } => "the damage is before the log's last turn/end, so it is not a torn tail and repair will not cut it; keep a copy, cut the file before that line, then run `sessionctl repair`".into(),
         PersistError::ZstdStructure { .. } | PersistError::ZstdFrame { .. } | PersistError::ZstdTornRecord | PersistError::ZstdHeaderFrameLines => "a complete Zstandard frame is damaged (only a torn final frame is recoverable); frames before the given byte are intact: keep a copy, cut the file at that byte, then run `sessionctl repair`".into(),

@@ -104,3 +104,111 @@ async fn header_metadata_is_rebuilt_from_the_known_fields() {
     );
     p.dispose().await.unwrap();
 }
+
+// Item: a stray flat-file log, directly in the root or in a project directory, refuses every
+// operation on the root with an error naming the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_flat_file_log_refuses_every_operation_on_the_root() {
+    let body = lines(&turn(1, 0));
+    for stray in ["other.jsonl", "--w--/other.jsonl", "--p--/x.jsonl.zstd"] {
+        let tmp = TempDir::new("rp-flat");
+        let root = tmp.root();
+        plant(&root, "s", &to_header_line(&meta("s")), &body);
+        let path = root.join(stray);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "{}\n").unwrap();
+        let want = format!(
+            "session artifact \"{}\" uses the unsupported flat-file layout; use a separate root \
+             or move it into a project/session directory before loading",
+            path.display()
+        );
+        let p = service(&root);
+        assert_eq!(p.inspect("s", None).await.unwrap_err().to_string(), want);
+        assert_eq!(p.load("s").await.unwrap_err().to_string(), want);
+        assert_eq!(
+            p.read_from("s", 0, None).await.unwrap_err().to_string(),
+            want
+        );
+        assert_eq!(p.list(None).await.unwrap_err().to_string(), want);
+        assert_eq!(p.list_entries(None).await.unwrap_err().to_string(), want);
+        assert_eq!(
+            p.append("s", &turn(2, 4)).await.unwrap_err().to_string(),
+            want
+        );
+        assert_eq!(
+            p.inspect("absent", None).await.unwrap_err().to_string(),
+            want
+        );
+        let _ = p.dispose().await;
+        // Nothing was written.
+        let stored = std::fs::read_to_string(root.join("--w--/s/session.jsonl")).unwrap();
+        assert_eq!(stored.lines().count(), 5, "{stray}");
+    }
+}
+
+// Item: listing is lenient about header versions and never fails because one session is
+// newer, older or damaged; each unreadable session is an entry with its location and error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_reports_damaged_sessions_and_lists_the_rest() {
+    let tmp = TempDir::new("rp-list");
+    let root = tmp.root();
+    let body = lines(&turn(1, 0));
+    plant(&root, "good", &to_header_line(&meta("good")), &body);
+    for (id, version) in [("newer", "1"), ("older", "-1")] {
+        let header = to_header_line(&meta(id)).replacen(
+            "\"version\":0",
+            &format!("\"version\":{version}"),
+            1,
+        );
+        plant(&root, id, &header, &body);
+    }
+    let garbage = plant(&root, "garbage", "{not json", &body);
+    let not_header = plant(&root, "event", r#"{"type":"turn/start","seq":0}"#, &body);
+    let p = service(&root);
+
+    let mut ids: Vec<String> = p
+        .list(None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| h.to_value().to_json())
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [
+            r#"{"version":-1,"id":"older","createdAt":1000,"cwd":"/w","delegationDepth":0}"#,
+            r#"{"version":0,"id":"good","createdAt":1000,"cwd":"/w","delegationDepth":0}"#,
+            r#"{"version":1,"id":"newer","createdAt":1000,"cwd":"/w","delegationDepth":0}"#,
+        ]
+    );
+    // Opening the newer one still refuses.
+    assert_eq!(
+        p.inspect("newer", None).await.unwrap_err().name(),
+        "SessionFormatUnsupportedError"
+    );
+
+    let entries = p.list_entries(None).await.unwrap();
+    assert_eq!(entries.len(), 5);
+    let mut errors: Vec<(PathBuf, String)> = entries
+        .into_iter()
+        .filter_map(|e| match e.header {
+            Ok(_) => None,
+            Err(err) => Some((e.location.unwrap().path, err.to_string())),
+        })
+        .collect();
+    errors.sort();
+    let mut want = vec![
+        (
+            garbage,
+            "corrupt session log: header line is not valid JSON".to_owned(),
+        ),
+        (
+            not_header,
+            "corrupt session log: first line is not a session header".to_owned(),
+        ),
+    ];
+    want.sort();
+    assert_eq!(errors, want);
+    p.dispose().await.unwrap();
+}

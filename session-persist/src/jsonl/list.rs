@@ -95,6 +95,7 @@ impl Inner {
         let own = file_name(self.compression);
         let opposite = file_name(self.compression.opposite());
         let mut seen: HashSet<String> = HashSet::new();
+        let mut duplicates: HashSet<String> = HashSet::new();
         let mut out = Vec::new();
         let mut decoder = FrameDecoder::new();
         for project in self.project_dirs()? {
@@ -119,19 +120,23 @@ impl Inner {
                         continue;
                     }
                 };
-                let header = self
-                    .assert_identity(&path, None, &header)
-                    .map(|()| header)
-                    .and_then(|header| {
-                        if seen.insert(header.meta.id.to_string()) {
-                            Ok(header)
-                        } else {
-                            Err(Error::DuplicateId {
-                                id: header.meta.id.to_string(),
-                            })
-                        }
-                    });
+                let header = self.assert_identity(&path, None, &header).map(|()| header);
+                if let Ok(h) = &header
+                    && !seen.insert(h.meta.id.to_string())
+                {
+                    duplicates.insert(h.meta.id.to_string());
+                }
                 out.push((path, header));
+            }
+        }
+        // Every copy of a duplicated id is refused, as opening that id is.
+        for (_, header) in &mut out {
+            if let Ok(h) = header
+                && duplicates.contains(&*h.meta.id)
+            {
+                *header = Err(Error::DuplicateId {
+                    id: h.meta.id.to_string(),
+                });
             }
         }
         Ok(out)
