@@ -7,8 +7,10 @@ use crate::Error;
 use crate::json::{self, Value};
 
 pub(crate) mod compact;
+mod verbatim;
 
 use self::compact::ChunkBlock;
+use self::verbatim::Verbatim;
 
 /// The three surface-eligible event types: the only events that can become model messages.
 pub const SURFACE_EVENT_TYPES: [&str; 3] = ["user/message", "assistant/message", "tool/result"];
@@ -417,6 +419,8 @@ enum Repr {
     Single(Arc<Inner>),
     /// Member `k` of a shared block of delta chunks.
     Member(Arc<ChunkBlock>, u32),
+    /// A stored record kept as stored (see [`Event::verbatim`]).
+    Verbatim(Arc<Verbatim>),
 }
 
 /// The type of every compact member.
@@ -564,7 +568,7 @@ impl Event {
     #[inline]
     pub(crate) fn as_member(&self) -> Option<(&ChunkBlock, u32)> {
         match &self.0 {
-            Repr::Single(_) => None,
+            Repr::Single(_) | Repr::Verbatim(_) => None,
             Repr::Member(b, k) => Some((b, *k)),
         }
     }
@@ -618,6 +622,7 @@ impl Event {
         match &self.0 {
             Repr::Single(e) => &e.ty,
             Repr::Member(..) => CHUNK_TYPE,
+            Repr::Verbatim(v) => &v.ty,
         }
     }
 
@@ -627,6 +632,7 @@ impl Event {
         match &self.0 {
             Repr::Single(e) => &e.ty,
             Repr::Member(..) => chunk_event_type(),
+            Repr::Verbatim(v) => &v.ty,
         }
     }
 
@@ -636,6 +642,7 @@ impl Event {
         match &self.0 {
             Repr::Single(e) => e.seq,
             Repr::Member(b, k) => b.seq(*k),
+            Repr::Verbatim(v) => v.seq,
         }
     }
 
@@ -645,6 +652,7 @@ impl Event {
         match &self.0 {
             Repr::Single(e) => e.time,
             Repr::Member(b, k) => b.time(*k),
+            Repr::Verbatim(v) => v.time,
         }
     }
 
@@ -654,6 +662,7 @@ impl Event {
         match &self.0 {
             Repr::Single(e) => &e.data,
             Repr::Member(b, k) => b.data(*k),
+            Repr::Verbatim(v) => v.data(),
         }
     }
 
@@ -661,19 +670,25 @@ impl Event {
     fn single(&self) -> Option<&Inner> {
         match &self.0 {
             Repr::Single(e) => Some(e),
-            Repr::Member(..) => None,
+            Repr::Member(..) | Repr::Verbatim(_) => None,
         }
     }
 
     /// The raw `surfaceOp` value, when present.
     #[inline]
     pub fn surface_op_value(&self) -> Option<&Value> {
+        if let Repr::Verbatim(v) = &self.0 {
+            return v.value.get("surfaceOp");
+        }
         self.single()?.surface_op.as_ref()
     }
 
     /// The raw `sourceEventSeqs` value, when present.
     #[inline]
     pub fn source_event_seqs_value(&self) -> Option<&Value> {
+        if let Repr::Verbatim(v) = &self.0 {
+            return v.value.get("sourceEventSeqs");
+        }
         self.single()?
             .source_event_seqs
             .as_ref()
@@ -702,7 +717,10 @@ impl Event {
     /// Whether `ignorable: true` is present.
     #[inline]
     pub fn ignorable(&self) -> bool {
-        self.single().is_some_and(|e| e.ignorable)
+        match &self.0 {
+            Repr::Verbatim(v) => v.ignorable,
+            _ => self.single().is_some_and(|e| e.ignorable),
+        }
     }
 
     /// The envelope key order used for serialization.
@@ -716,14 +734,15 @@ impl Event {
                     KeyOrder::APPEND
                 }
             }
+            // Its keys are those of the stored record, which may be no envelope keys at all.
+            Repr::Verbatim(_) => KeyOrder::default(),
         }
     }
 
     /// `isSurfaceEvent`: an eligible type carrying a `surfaceOp`.
     #[inline]
     pub fn is_surface_event(&self) -> bool {
-        self.single()
-            .is_some_and(|e| e.surface_op.is_some() && is_surface_eligible_type(&e.ty))
+        self.surface_op_value().is_some() && is_surface_eligible_type(self.event_type())
     }
 
     /// `isAppendSurfaceEvent`: a surface event whose `surfaceOp` is `"append"`.
@@ -745,12 +764,16 @@ impl Event {
         match (&self.0, &other.0) {
             (Repr::Single(a), Repr::Single(b)) => Arc::ptr_eq(a, b),
             (Repr::Member(a, i), Repr::Member(b, j)) => i == j && Arc::ptr_eq(a, b),
+            (Repr::Verbatim(a), Repr::Verbatim(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
 
     /// The envelope as a JSON object, in serialization order.
     pub fn to_value(&self) -> Value {
+        if let Repr::Verbatim(v) = &self.0 {
+            return v.value.clone();
+        }
         let mut entries: Vec<(Arc<str>, Value)> = Vec::with_capacity(7);
         for key in self.key_order().iter() {
             let (name, value) = match key {
@@ -787,6 +810,10 @@ impl Event {
             Repr::Single(e) => e,
             Repr::Member(b, k) => {
                 b.write_json(*k, out);
+                return;
+            }
+            Repr::Verbatim(v) => {
+                v.value.write_json(out);
                 return;
             }
         };
@@ -886,6 +913,7 @@ impl Event {
                 ));
             }
             Repr::Single(e) => e,
+            Repr::Verbatim(_) => return None,
         };
         let data = json::snapshot_for_append(&e.data)?;
         let surface_op = match &e.surface_op {
@@ -939,6 +967,7 @@ impl Event {
             (Repr::Member(b, k), Repr::Single(e)) | (Repr::Single(e), Repr::Member(b, k)) => {
                 b.data_uncached(*k) == e.data
             }
+            _ => self.data() == other.data(),
         }
     }
 
@@ -972,6 +1001,11 @@ impl Event {
 impl PartialEq for Event {
     /// Equal when the serialized forms would be equal (key order included).
     fn eq(&self, other: &Event) -> bool {
+        if self.is_verbatim() || other.is_verbatim() {
+            return self.stored_record().is_some()
+                && self.stored_record() == other.stored_record()
+                && self.seq() == other.seq();
+        }
         self.ptr_eq(other)
             || (self.event_type() == other.event_type()
                 && self.seq() == other.seq()

@@ -139,10 +139,13 @@ pub struct StoredPrefix {
     /// The valid contiguous prefix, packed rows expanded. It stops before
     /// [`StoredPrefix::invalid_envelope`] when there is one.
     pub events: Vec<Event>,
-    /// The first stored record whose seq is contiguous but whose envelope is invalid, with its
-    /// index. Reading does not fail on it (the reference's restore does:
-    /// `seed event at index <i> has an invalid event envelope`).
-    pub invalid_envelope: Option<(usize, Value)>,
+    /// The index of the first stored record whose seq is contiguous but whose envelope is
+    /// invalid, and the stored events from that index on: every record with an invalid
+    /// envelope kept as stored ([`Event::verbatim`]), the others as read. Reading does not fail
+    /// on it: `read_from` returns these events as stored, while `inspect` and `load` refuse
+    /// the log (the reference's restore does: `seed event at index <i> has an invalid event
+    /// envelope`).
+    pub invalid_envelope: Option<(usize, Vec<Event>)>,
     /// The revision of exactly the data read.
     pub revision: Revision,
     /// Present if and only if a torn tail must be truncated.
@@ -231,12 +234,15 @@ pub trait Backend: Send + Sync {
 
     /// The headers of every stored session (unordered). A header is read leniently: a session
     /// whose header has another version is returned as stored (only opening it refuses). A
-    /// session whose header cannot be read is left out; [`Backend::list_entries`] reports it.
+    /// session whose header cannot be read is left out ([`Backend::list_entries`] reports it);
+    /// layout errors (a header whose id and location disagree, a duplicated id) fail the
+    /// listing, as the reference's do.
     async fn list(&self) -> Result<Vec<SessionHeader>>;
 
     /// Every stored session, each with its header or the error that keeps it from being
-    /// listed, so that one damaged session never fails the listing of the others. The
-    /// default lists [`Backend::list`]'s headers, none with an error.
+    /// listed (layout errors included), so that one damaged session never fails the listing
+    /// of the others; only problems of the store itself do. The default lists
+    /// [`Backend::list`]'s headers, none with an error.
     async fn list_entries(&self) -> Result<Vec<ListedSession>> {
         Ok(self
             .list()

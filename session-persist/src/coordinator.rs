@@ -557,7 +557,11 @@ impl CoordInner {
                 meta,
                 FormatRefusal::UnknownType {
                     id: meta.id.to_string(),
-                    event_type: e.event_type().to_owned(),
+                    // `String(type)`: a record kept as stored may have no string type.
+                    event_type: match e.stored_record() {
+                        Some(record) => session_core::header::js_string(record.get("type")),
+                        None => e.event_type().to_owned(),
+                    },
                     seq: e.seq(),
                 },
             )),
@@ -570,11 +574,30 @@ impl CoordInner {
         id: &str,
         stored: StoredPrefix,
     ) -> Result<(SessionHeader, Value, Vec<Event>)> {
+        self.stored_events_as(id, stored, true)
+    }
+
+    /// [`Self::stored_events`]; with `refuse_invalid` false (`read_from`, which applies no
+    /// session validation) the events are every stored event, records with an invalid
+    /// envelope kept as stored.
+    fn stored_events_as(
+        &self,
+        id: &str,
+        stored: StoredPrefix,
+        refuse_invalid: bool,
+    ) -> Result<(SessionHeader, Value, Vec<Event>)> {
         Self::assert_stored_id(id, &stored.meta)?;
         self.assert_version(&stored.meta, &stored.header_value)?;
-        let events = normalize_events(stored.events, id)?;
+        let mut events = stored.events;
+        let invalid = stored.invalid_envelope.map(|(index, after)| {
+            events.extend(after);
+            index
+        });
+        let events = normalize_events(events, id)?;
         self.assert_events_supported(&stored.meta, &events)?;
-        if let Some((index, _)) = stored.invalid_envelope {
+        if let Some(index) = invalid
+            && refuse_invalid
+        {
             return Err(Error::InvalidStoredEnvelope { index });
         }
         Ok((stored.meta, stored.header_value, events))
@@ -1210,6 +1233,7 @@ impl CoordInner {
         }
     }
 
+    /// The whole stored log as stored, without session validation (`read_from`).
     async fn read_stored_prefix(
         self: &Arc<Self>,
         id: &str,
@@ -1221,7 +1245,7 @@ impl CoordInner {
         let Some(stored) = stored? else {
             return Err(Error::NotFound { id: id.to_owned() });
         };
-        let (meta, _, events) = self.stored_events(id, stored)?;
+        let (meta, _, events) = self.stored_events_as(id, stored, false)?;
         Ok(StoredEvents { meta, events })
     }
 

@@ -360,6 +360,18 @@ pub enum Error {
         /// The event's seq.
         seq: u64,
     },
+    /// `session "<id>" stores <type> at seq <seq> without a data object, which the read-time
+    /// upgrade must read`: a stored `turn/start`, `turn/end`, `steering/message`,
+    /// `user/message`, `assistant/message`, `tool/result` or `request/header` whose `data` is
+    /// missing or `null` (the reference fails on it with a TypeError; see docs/format.md).
+    UpgradeWithoutData {
+        /// The session id.
+        id: String,
+        /// The stored event type.
+        event_type: String,
+        /// The event's seq.
+        seq: u64,
+    },
     /// `seed event at index <i> has an invalid event envelope`: a stored record whose envelope
     /// is not a session event.
     InvalidStoredEnvelope {
@@ -927,6 +939,15 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "session \"{id}\" contains malformed pre-react-loop {event_type} at seq {seq}"
+            ),
+            Error::UpgradeWithoutData {
+                id,
+                event_type,
+                seq,
+            } => write!(
+                f,
+                "session \"{id}\" stores {event_type} at seq {seq} without a data object, which \
+                 the read-time upgrade must read"
             ),
             Error::InvalidStoredEnvelope { index } => {
                 write!(

@@ -132,7 +132,7 @@ struct StoredLog {
     meta: SessionHeader,
     header: Value,
     events: Vec<Event>,
-    invalid: Option<(usize, Value)>,
+    invalid: Option<(usize, Vec<Event>)>,
     revision: u64,
 }
 
@@ -329,7 +329,7 @@ impl MemoryBackend {
         invalid: Option<Value>,
     ) {
         let meta = lenient_header(&header, id);
-        let invalid = invalid.map(|v| (events.len(), v));
+        let invalid = invalid.map(|v| (events.len(), vec![Event::verbatim(v, events.len() as u64)]));
         let revision = self.next_revision();
         lock(&self.storage.logs).insert(
             id.to_owned(),

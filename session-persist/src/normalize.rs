@@ -39,6 +39,35 @@ pub(crate) fn assert_no_retired_shapes(events: &[Event], id: &str) -> Result<()>
     Ok(())
 }
 
+/// Types whose `data` the read-time upgrade reads.
+const UPGRADE_READS_DATA: [&str; 7] = [
+    "turn/start",
+    "turn/end",
+    STEERING,
+    "user/message",
+    "assistant/message",
+    "tool/result",
+    "request/header",
+];
+
+/// Refuses an event whose `data` the upgrade must read but which has none: a record kept as
+/// stored without `data`, or `data: null`.
+fn assert_upgrade_readable(events: &[Event], id: &str) -> Result<()> {
+    let unreadable = |e: &&Event| {
+        UPGRADE_READS_DATA.contains(&e.event_type())
+            && (e.data().is_null()
+                || e.stored_record().is_some_and(|r| r.get("data").is_none()))
+    };
+    match events.iter().find(unreadable) {
+        None => Ok(()),
+        Some(e) => Err(Error::UpgradeWithoutData {
+            id: id.to_owned(),
+            event_type: e.event_type().to_owned(),
+            seq: e.seq(),
+        }),
+    }
+}
+
 /// Whether reading `event` from a suffix needs facts from the events before it (a legacy shape
 /// whose migration mints or inherits a message id).
 pub(crate) fn needs_legacy_prefix(event: &Event) -> bool {
@@ -64,6 +93,7 @@ pub(crate) fn needs_legacy_prefix(event: &Event) -> bool {
 /// event's message shape checked (`session event at seq <seq> …`).
 pub(crate) fn normalize_events(events: Vec<Event>, id: &str) -> Result<Vec<Event>> {
     assert_no_retired_shapes(&events, id)?;
+    assert_upgrade_readable(&events, id)?;
     let mut message_ids: HashMap<u64, Value> = HashMap::new();
     // Collected in place: the events replace themselves in the same vector.
     events
@@ -128,8 +158,16 @@ fn legacy_message_id(id: &str, seq: u64) -> Value {
     Value::String(Arc::from(format!("legacy-message:{id}:{seq}")))
 }
 
-/// The same event with another type and data, keeping the envelope and its key order.
+/// The same event with another type and data, keeping the envelope and its key order (a
+/// record kept as stored stays one, with its `type` and `data` replaced).
 fn rebuild(event: &Event, ty: Option<&str>, data: Value) -> Event {
+    if let Some(record) = event.stored_record().and_then(Value::as_object) {
+        let mut record = record.with("data", data);
+        if let Some(ty) = ty {
+            record = record.with("type", Value::from(ty));
+        }
+        return Event::verbatim(Value::Object(record), event.seq());
+    }
     Event::from_parts(
         EventParts {
             ty: ty.map_or_else(|| event.event_type_arc().clone(), Arc::from),

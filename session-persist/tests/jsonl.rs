@@ -1035,17 +1035,19 @@ fn plant(root: &Path, project: &str, dir: &str, header: &str) -> PathBuf {
     path
 }
 
-/// The error of the only session a listing finds; `list` leaves it out, so that one damaged
-/// session never fails the listing of the others.
+/// The error of the only session a listing finds: `list` fails with it, as the reference's
+/// does, and `list_entries` reports it as that session's error.
 fn only_listing_error(backend: &JsonlBackend) -> String {
     let rt = rt();
-    assert_eq!(rt.block_on(backend.list()).unwrap(), vec![]);
+    let failed = rt.block_on(backend.list()).unwrap_err().to_string();
     let entries = rt.block_on(backend.list_entries()).unwrap();
     assert_eq!(entries.len(), 1, "{entries:?}");
-    entries[0].header.as_ref().unwrap_err().to_string()
+    let reported = entries[0].header.as_ref().unwrap_err().to_string();
+    assert_eq!(failed, reported);
+    reported
 }
 
-// persistence §7.6 #74 (the reference's `list` throws; ours lists the session with the error)
+// persistence §7.6 #74
 #[test]
 fn header_cwd_must_name_the_physical_path() {
     let tmp = TempDir::new("cwd-path");
@@ -1088,7 +1090,7 @@ fn aliases_that_resolve_to_the_same_file_are_accepted() {
     assert_eq!(&*listed[0].id, "s");
 }
 
-// persistence §7.6 #76 (listed with its error, see #74)
+// persistence §7.6 #76
 #[test]
 fn empty_header_id_cannot_name_a_path() {
     let tmp = TempDir::new("empty-id");
@@ -1107,7 +1109,7 @@ fn empty_header_id_cannot_name_a_path() {
     );
 }
 
-// persistence §7.6 #77 (every copy is listed with the error, see #74)
+// persistence §7.6 #77
 #[test]
 fn the_same_id_in_two_project_directories_is_refused() {
     let tmp = TempDir::new("dup");
@@ -1122,7 +1124,7 @@ fn the_same_id_in_two_project_directories_is_refused() {
             .to_string(),
         want
     );
-    assert_eq!(rt.block_on(backend.list()).unwrap(), vec![]);
+    assert_eq!(rt.block_on(backend.list()).unwrap_err().to_string(), want);
     let entries = rt.block_on(backend.list_entries()).unwrap();
     assert_eq!(entries.len(), 2);
     for entry in entries {

@@ -626,10 +626,21 @@ impl Backend for JsonlBackend {
 
     async fn list(&self) -> Result<Vec<SessionHeader>> {
         self.run(|i| {
-            Ok(i.list_entries()?
-                .into_iter()
-                .filter_map(|(_, h)| h.ok().map(|h| h.meta))
-                .collect())
+            let mut out = Vec::new();
+            for (_, header) in i.list_entries()? {
+                match header {
+                    Ok(h) => out.push(h.meta),
+                    // As the reference's listing: a header that does not belong at its path
+                    // and a duplicated id fail it; a header that cannot be read is left out.
+                    Err(
+                        e @ (Error::IdentityPath { .. }
+                        | Error::UnnameableHeader { .. }
+                        | Error::DuplicateId { .. }),
+                    ) => return Err(e),
+                    Err(_) => {}
+                }
+            }
+            Ok(out)
         })
         .await
     }

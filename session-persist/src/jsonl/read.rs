@@ -28,7 +28,6 @@ use std::sync::{Condvar, Mutex, PoisonError};
 
 use session_core::Event;
 use session_core::chunk_rows::StorageDecoder;
-use session_core::json::Value;
 
 use super::frames::{FrameDecoder, FrameInfo, scan_frames, scan_zstd_frames};
 use super::fs::{Fs, FsFile, Stat, read_to_end};
@@ -42,7 +41,7 @@ use crate::error::{Error, Result};
 pub(crate) struct Prefix {
     pub(crate) header: ParsedHeader,
     pub(crate) events: Vec<Event>,
-    pub(crate) invalid: Option<(usize, Value)>,
+    pub(crate) invalid: Option<(usize, Vec<Event>)>,
     pub(crate) torn: Option<TornMarker>,
 }
 
@@ -757,7 +756,7 @@ mod tests {
                 format!(
                     "header: {}\ninvalid: {:?}\ntorn: {torn}\nevents:\n{}",
                     p.header.value.to_json(),
-                    p.invalid.as_ref().map(|(i, v)| (i, v.to_json())),
+                    p.invalid.as_ref().map(|(i, v)| (i, v.iter().map(Event::to_json).collect::<Vec<_>>())),
                     lines(&p.events)
                 )
             }

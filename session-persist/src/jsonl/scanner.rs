@@ -5,8 +5,8 @@
 //! lossily, parsed, and expanded from packed chunk rows. It keeps the valid contiguous prefix and
 //! decides what is a torn tail and what is corruption:
 //!
-//! * The first unparsable line (blank lines included) or seq gap becomes the pending *issue*;
-//!   the preserved prefix stops before it.
+//! * The first unparsable line (blank lines and valid JSON that is not an object included) or
+//!   seq gap becomes the pending *issue*; the preserved prefix stops before it.
 //! * Lines after an issue are ignored unless they decode to a `turn/end`: a later `turn/end`
 //!   proves the damage lies in the committed region, and the issue is raised as an error. A gap
 //!   row that itself holds a `turn/end` raises at once.
@@ -136,8 +136,9 @@ pub(crate) struct ScanOutput {
     pub(crate) header: ParsedHeader,
     /// The valid contiguous prefix (stops before `invalid`).
     pub(crate) events: Vec<Event>,
-    /// The first contiguous record with an invalid envelope, and its index.
-    pub(crate) invalid: Option<(usize, Value)>,
+    /// The index of the first contiguous record with an invalid envelope, and the events from
+    /// it on (each record with an invalid envelope kept as stored, [`Event::verbatim`]).
+    pub(crate) invalid: Option<(usize, Vec<Event>)>,
     /// The end of the last accepted line (the header's end when no line was accepted).
     pub(crate) committed_bytes: u64,
 }
@@ -153,7 +154,7 @@ pub(crate) struct SessionLogScanner {
     committed: u64,
     count: u64,
     events: Vec<Event>,
-    invalid: Option<(usize, Value)>,
+    invalid: Option<(usize, Vec<Event>)>,
     issue: Option<Issue>,
     decoder: StorageDecoder,
 }
@@ -270,6 +271,13 @@ impl SessionLogScanner {
                         (event.seq() != self.count).then(|| (self.count, event.seq().to_string()));
                     (event.event_type() == "turn/end", gap, 1)
                 }
+                // Valid JSON that is not an object (`null`, a number, an array) is treated
+                // like any unparsable line (the reference fails on it with a TypeError, or
+                // reports a seq gap; see docs/format.md).
+                LineRecord::Invalid(value) if value.as_object().is_none() => {
+                    self.issue.get_or_insert(Issue::Unparsable { line });
+                    continue;
+                }
                 LineRecord::Invalid(value) => {
                     let seq = value.get("seq");
                     // `-0` equals 0.
@@ -310,29 +318,26 @@ impl SessionLogScanner {
                 row.for_each(drop);
                 continue;
             }
-            // After an invalid envelope the prefix is closed: later events are only counted.
+            // After an invalid envelope the valid prefix is closed: later events go with it.
             let n = match record {
-                LineRecord::Event => {
-                    if self.invalid.is_none() {
-                        self.events.extend(row);
-                    } else {
-                        row.for_each(drop);
+                LineRecord::Event | LineRecord::Chunks { .. } => {
+                    let n = match record {
+                        LineRecord::Chunks { count, .. } => count as u64,
+                        _ => 1,
+                    };
+                    match &mut self.invalid {
+                        None => self.events.extend(row),
+                        Some((_, after)) => after.extend(row),
                     }
-                    1
+                    n
                 }
                 LineRecord::Invalid(value) => {
-                    if self.invalid.is_none() {
-                        self.invalid = Some((self.count as usize, value));
+                    let event = Event::verbatim(value, self.count);
+                    match &mut self.invalid {
+                        None => self.invalid = Some((self.count as usize, vec![event])),
+                        Some((_, after)) => after.push(event),
                     }
                     1
-                }
-                LineRecord::Chunks { count, .. } => {
-                    if self.invalid.is_none() {
-                        self.events.extend(row);
-                    } else {
-                        row.for_each(drop);
-                    }
-                    count as u64
                 }
                 _ => 0,
             };
@@ -608,9 +613,14 @@ mod tests {
         );
         let out = scan_all(&body).unwrap();
         assert_eq!(seqs(&out), vec![0]);
-        let (index, value) = out.invalid.unwrap();
+        let (index, after) = out.invalid.unwrap();
         assert_eq!(index, 1);
-        assert_eq!(value.get("extra").and_then(Value::as_u64), Some(1));
+        // The invalid record kept as stored, then every later event.
+        assert_eq!(after.len(), 2);
+        assert!(after[0].is_verbatim());
+        let record = after[0].stored_record().unwrap();
+        assert_eq!(record.get("extra").and_then(Value::as_u64), Some(1));
+        assert_eq!(after[1].to_json(), ev(2, "turn/end").trim_end());
         assert_eq!(out.committed_bytes, (HEADER.len() + body.len()) as u64);
     }
 
@@ -649,6 +659,30 @@ mod tests {
                 .to_string()
                 .ends_with("got undefined)")
         );
+    }
+
+    #[test]
+    fn non_object_json_lines_are_unparsable_lines() {
+        for raw in ["null", "42", "[]", "[1,{}]", "\"text\"", "true"] {
+            // Before a later turn/end: corruption of the committed region, named by its line.
+            let body = format!("{}{raw}\n{}", ev(0, "turn/start"), ev(1, "turn/end"));
+            assert_eq!(
+                scan_all(&body).unwrap_err().to_string(),
+                "corrupt session log: unparsable committed event at line 2",
+                "{raw}"
+            );
+            // In the open tail: the prefix ends before it, whatever follows.
+            let body = format!(
+                "{}{raw}\n{{garbage\n{}",
+                ev(0, "turn/start"),
+                ev(1, "step/start")
+            );
+            let out = scan_all(&body).unwrap();
+            assert_eq!(out.events.len(), 1, "{raw}");
+            assert!(out.invalid.is_none());
+            let first = (HEADER.len() + ev(0, "turn/start").len()) as u64;
+            assert_eq!(out.committed_bytes, first, "{raw}");
+        }
     }
 
     #[test]
