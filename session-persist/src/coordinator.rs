@@ -1549,6 +1549,9 @@ impl Persistence {
     /// backend errors.
     pub async fn append(&self, id: &str, events: &[Event]) -> Result<()> {
         self.inner.check_open()?;
+        if let Some(e) = events.iter().find(|e| e.is_verbatim()) {
+            return Err(Error::VerbatimAppend { seq: e.seq() });
+        }
         let appendable = |v: Option<&Value>| v.is_none_or(json::is_appendable);
         if !events.iter().all(|e| {
             json::is_appendable(e.data())

@@ -248,6 +248,12 @@ pub enum Error {
     /// `TypeError`: `session event batch is not losslessly JSON-serializable because it contains
     /// non-JSON-serializable data`.
     BatchNotLossless,
+    /// `event at seq <seq> is a stored record with an invalid event envelope and cannot be
+    /// appended`: an event kept as stored by `read_from` ([`session_core::Event::verbatim`]).
+    VerbatimAppend {
+        /// The event's seq.
+        seq: u64,
+    },
     /// `append seq mismatch for "<id>": expected <e> at index <i>, got <g>`.
     AppendSeqMismatch {
         /// The session id.
@@ -846,6 +852,11 @@ impl fmt::Display for Error {
                 f,
                 "session \"{id}\" already has a persisted log on disk; load/resume it instead \
                  of creating"
+            ),
+            Error::VerbatimAppend { seq } => write!(
+                f,
+                "event at seq {seq} is a stored record with an invalid event envelope and cannot \
+                 be appended"
             ),
             Error::BatchNotLossless => f.write_str(
                 "session event batch is not losslessly JSON-serializable because it contains \

@@ -212,3 +212,168 @@ async fn a_listing_reports_damaged_sessions_and_lists_the_rest() {
     assert_eq!(errors, want);
     p.dispose().await.unwrap();
 }
+
+/// `{type, seq, time: 0, data}` as a stored line.
+fn line(ty: &str, seq: u64, data: &str) -> String {
+    format!(r#"{{"type":"{ty}","seq":{seq},"time":0,"data":{data}}}"#)
+}
+
+// Item: `read_from` returns the stored events without the session validation of `inspect`
+// and `load`: records whose envelope breaks the rules come back as stored, and so does every
+// record after them; `inspect` and `load` refuse the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_from_returns_records_with_invalid_envelopes_as_stored() {
+    let chunk = r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"a"}}"#;
+    let bad_records = [
+        format!(r#"{{"type":"assistant/chunk","seq":2,"time":0.5,"data":{chunk}}}"#),
+        r#"{"type":"assistant/chunk","seq":2,"data":{}}"#.to_owned(),
+        format!(r#"{{"type":"assistant/chunk","seq":2,"time":0,"data":{chunk},"note":1}}"#),
+        r#"{"type":"assistant/chunk","seq":2,"time":0}"#.to_owned(),
+        format!(r#"{{"type":"assistant/chunk","seq":2,"time":0,"data":{chunk},"ignorable":false}}"#),
+    ];
+    for bad in bad_records {
+        let tmp = TempDir::new("rp-verbatim");
+        let root = tmp.root();
+        let body = [
+            line("turn/start", 0, r#"{"turn":1}"#),
+            line("step/start", 1, r#"{"turn":1,"step":1}"#),
+            bad.clone(),
+            line("assistant/chunk", 3, chunk),
+            line("step/end", 4, r#"{"turn":1,"step":1}"#),
+            line(
+                "turn/end",
+                5,
+                r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+            ),
+        ];
+        let text = body.iter().fold(String::new(), |mut out, l| {
+            out.push_str(l);
+            out.push('\n');
+            out
+        });
+        plant(&root, "s", &to_header_line(&meta("s")), &text);
+        let p = service(&root);
+        let read = p.read_from("s", 0, None).await.unwrap();
+        let got: Vec<String> = read.events.iter().map(Event::to_json).collect();
+        assert_eq!(got, body, "{bad}");
+        assert!(read.events[2].is_verbatim());
+        assert!(!read.events[3].is_verbatim());
+        // A suffix read starts at the requested seq, the invalid record included.
+        let suffix = p.read_from("s", 2, None).await.unwrap();
+        assert_eq!(suffix.events.len(), 4);
+        assert_eq!(suffix.events[0].to_json(), bad);
+        // What read_from returns can never be appended.
+        assert_eq!(
+            p.append("t", &read.events).await.unwrap_err().to_string(),
+            "event at seq 2 is a stored record with an invalid event envelope and cannot be \
+             appended"
+        );
+        for err in [
+            p.inspect("s", None).await.unwrap_err(),
+            p.load("s").await.unwrap_err(),
+        ] {
+            assert_eq!(
+                err.to_string(),
+                "stored session \"s\" failed validation: Error: seed event at index 2 has an \
+                 invalid event envelope",
+                "{bad}"
+            );
+        }
+        p.dispose().await.unwrap();
+    }
+}
+
+// Item: a record without a string `type` is an unknown type (`String(type)`), refused on every
+// read path before its envelope is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_without_a_type_is_an_unknown_type_on_every_read_path() {
+    let tmp = TempDir::new("rp-untyped");
+    let root = tmp.root();
+    let mut body = lines(&turn(1, 0));
+    body.push_str(r#"{"seq":4,"time":0,"data":{}}"#);
+    body.push('\n');
+    let path = plant(&root, "s", &to_header_line(&meta("s")), &body);
+    let p = service(&root);
+    let want = format!(
+        "session \"s\" contains event type \"undefined\" (seq 4) unknown to this harness and not \
+         marked ignorable; refusing to interpret the log — it was likely written by a newer \
+         harness (raw log: {})",
+        path.display()
+    );
+    for err in [
+        p.inspect("s", None).await.unwrap_err(),
+        p.load("s").await.unwrap_err(),
+        p.read_from("s", 0, None).await.unwrap_err(),
+    ] {
+        assert_eq!(err.name(), "SessionFormatUnsupportedError");
+        assert_eq!(err.to_string(), want);
+    }
+    p.dispose().await.unwrap();
+}
+
+// Item: the read-time upgrade refuses, with a typed error naming the seq, an event whose data
+// it must read but which has none (the reference fails with a TypeError there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upgrade_refuses_events_without_data_it_must_read() {
+    for (record, ty) in [
+        (r#"{"type":"turn/start","seq":4,"time":0}"#, "turn/start"),
+        (
+            r#"{"type":"request/header","seq":4,"time":0,"data":null}"#,
+            "request/header",
+        ),
+        (r#"{"type":"user/message","seq":4,"time":0}"#, "user/message"),
+    ] {
+        let tmp = TempDir::new("rp-nodata");
+        let root = tmp.root();
+        let mut body = lines(&turn(1, 0));
+        body.push_str(record);
+        body.push('\n');
+        plant(&root, "s", &to_header_line(&meta("s")), &body);
+        let p = service(&root);
+        let want = format!(
+            "session \"s\" stores {ty} at seq 4 without a data object, which the read-time \
+             upgrade must read"
+        );
+        assert_eq!(
+            p.read_from("s", 0, None).await.unwrap_err().to_string(),
+            want
+        );
+        let err = p.inspect("s", None).await.unwrap_err().to_string();
+        assert!(err.ends_with(&want), "{err}");
+        p.dispose().await.unwrap();
+    }
+}
+
+// Item: a line that is valid JSON but not an object is an unparsable line: corruption before
+// a later turn/end, the start of the torn tail after the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_object_lines_follow_the_unparsable_line_rules() {
+    for raw in ["null", "42", "[]"] {
+        let tmp = TempDir::new("rp-nonobject");
+        let root = tmp.root();
+        let closed = lines(&turn(1, 0));
+        let body = format!("{closed}{raw}\n{}", lines(&turn(2, 4)));
+        plant(&root, "s", &to_header_line(&meta("s")), &body);
+        let p = service(&root);
+        assert_eq!(
+            p.inspect("s", None).await.unwrap_err().to_string(),
+            "corrupt session log: unparsable committed event at line 5",
+            "{raw}"
+        );
+        p.dispose().await.unwrap();
+
+        let tmp = TempDir::new("rp-nonobject-tail");
+        let root = tmp.root();
+        let open_turn = lines(&turn(2, 4)[..2]);
+        let body = format!("{closed}{open_turn}{raw}\n{{garbage\n");
+        let path = plant(&root, "s", &to_header_line(&meta("s")), &body);
+        let p = service(&root);
+        assert_eq!(p.read_from("s", 0, None).await.unwrap().events.len(), 6);
+        let loaded = p.load("s").await.unwrap();
+        // Cut back to the open turn, then closed by repair.
+        assert!(loaded.events.len() > 6, "{raw}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&format!("\n{raw}\n")), "{raw}: the tail was cut");
+        p.dispose().await.unwrap();
+    }
+}
