@@ -367,9 +367,10 @@ pub enum Error {
         seq: u64,
     },
     /// `session "<id>" stores <type> at seq <seq> without a data object, which the read-time
-    /// upgrade must read`: a stored `turn/start`, `turn/end`, `steering/message`,
-    /// `user/message`, `assistant/message`, `tool/result` or `request/header` whose `data` is
-    /// missing or `null` (the reference fails on it with a TypeError; see docs/format.md).
+    /// upgrade must read`: a stored `turn/start`, `turn/end`, `user/message`,
+    /// `assistant/message`, `tool/result` or `request/header` without `data`, or a
+    /// `request/header` whose `data` is `null` (the reference fails on it with a TypeError; see
+    /// docs/format.md).
     UpgradeWithoutData {
         /// The session id.
         id: String,

@@ -39,24 +39,28 @@ pub(crate) fn assert_no_retired_shapes(events: &[Event], id: &str) -> Result<()>
     Ok(())
 }
 
-/// Types whose `data` the read-time upgrade reads.
-const UPGRADE_READS_DATA: [&str; 7] = [
+/// Types whose `data` the read-time upgrade reads without checking that there is one
+/// (`steering/message` has its own malformed-shape refusal).
+const UPGRADE_READS_DATA: [&str; 6] = [
     "turn/start",
     "turn/end",
-    STEERING,
     "user/message",
     "assistant/message",
     "tool/result",
-    "request/header",
+    REQUEST_HEADER,
 ];
 
+const REQUEST_HEADER: &str = "request/header";
+
 /// Refuses an event whose `data` the upgrade must read but which has none: a record kept as
-/// stored without `data`, or `data: null`.
+/// stored without `data`, or a `request/header` whose `data` is `null` (the retired-reason
+/// check reads its `reason`).
 fn assert_upgrade_readable(events: &[Event], id: &str) -> Result<()> {
     let unreadable = |e: &&Event| {
-        UPGRADE_READS_DATA.contains(&e.event_type())
-            && (e.data().is_null()
-                || e.stored_record().is_some_and(|r| r.get("data").is_none()))
+        let ty = e.event_type();
+        UPGRADE_READS_DATA.contains(&ty)
+            && (e.stored_record().is_some_and(|r| r.get("data").is_none())
+                || (ty == REQUEST_HEADER && e.data().is_null()))
     };
     match events.iter().find(unreadable) {
         None => Ok(()),

@@ -377,3 +377,35 @@ async fn non_object_lines_follow_the_unparsable_line_rules() {
         p.dispose().await.unwrap();
     }
 }
+
+// Item (a deliberate divergence, docs/format.md): numbers read from disk keep their spelling
+// on every read path, where the reference canonicalises them through doubles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_numbers_keep_their_spelling_on_every_read_path() {
+    let spellings = [
+        "1E2",
+        "1.0",
+        "1e21",
+        "-0",
+        "5e-7",
+        "123456789012345678901234567890",
+        "1e400",
+        "9007199254740993",
+        "0.30000000000000004",
+    ];
+    for n in spellings {
+        let tmp = TempDir::new("rp-numbers");
+        let root = tmp.root();
+        let title = format!(r#"{{"type":"session/title","seq":4,"time":0,"data":{{"n":{n}}}}}"#);
+        let body = format!("{}{title}\n", lines(&turn(1, 0)));
+        plant(&root, "s", &to_header_line(&meta("s")), &body);
+        let p = service(&root);
+        let read = p.read_from("s", 4, None).await.unwrap();
+        assert_eq!(read.events[0].to_json(), title);
+        let inspected = p.inspect("s", None).await.unwrap();
+        assert_eq!(inspected.events.get(4).unwrap().to_json(), title, "{n}");
+        let loaded = p.load("s").await.unwrap();
+        assert_eq!(loaded.events.get(4).unwrap().to_json(), title, "{n}");
+        p.dispose().await.unwrap();
+    }
+}
