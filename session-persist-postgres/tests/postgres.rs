@@ -272,7 +272,7 @@ async fn migrations_are_tracked_and_applied_once() {
 }
 
 /// A damaged row is an error naming the session and the seq; a format version other than 0
-/// is refused; unknown header keys are not part of the stored metadata (rebuilt from the
+/// is refused when the session is opened and listed as stored; unknown header keys are not part of the stored metadata (rebuilt from the
 /// known fields, as on every read path).
 // persistence.md §7.10 case 19 (invalid stored data rejects the load)
 #[tokio::test]
@@ -323,6 +323,10 @@ async fn damage_is_reported_with_its_seq() {
         matches!(err, session_persist::Error::FormatUnsupported { .. }),
         "{err}"
     );
+    // A listing reads headers leniently: the session is listed with its stored version.
+    let listed = Backend::list(&backend).await.unwrap();
+    let hurt = listed.iter().find(|h| &*h.id == "hurt").unwrap();
+    assert_eq!(hurt.to_value().get("version").unwrap().to_json(), "2");
 }
 
 /// Large lines are stored zstd-compressed when smaller, and read back byte-exact.
