@@ -52,13 +52,19 @@ fn list_shows_newer_older_and_damaged_sessions_as_rows_with_their_error() {
     assert_eq!(row("good")["events"], 2);
     assert!(row("good")["error"].is_null());
     for (id, text) in [
-        ("newer", "uses log format v1, but this harness reads only v0"),
+        (
+            "newer",
+            "uses log format v1, but this harness reads only v0",
+        ),
         ("older", "uses log format v-1, older than the supported v0"),
     ] {
         let r = row(id);
         assert!(r["events"].is_null(), "{r}");
         assert!(r["error"].as_str().unwrap().contains(text), "{r}");
-        assert!(r["file"].as_str().unwrap().ends_with("session.jsonl"), "{r}");
+        assert!(
+            r["file"].as_str().unwrap().ends_with("session.jsonl"),
+            "{r}"
+        );
     }
     // The damaged header comes last, named by its file.
     let last = sessions.last().unwrap();

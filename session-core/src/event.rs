@@ -403,7 +403,9 @@ impl KeyOrder {
 /// seeded events keep their input order).
 ///
 /// An `Event` satisfies the envelope rules on its own (allowed keys, `seq` a non-negative safe
-/// integer, `time` a safe integer, `ignorable` absent or `true`). Whether its surface metadata
+/// integer, `time` a safe integer, `ignorable` absent or `true`), except a stored record kept
+/// as stored ([`Event::verbatim`]), which only a read without session validation returns and
+/// which is never appendable. Whether its surface metadata
 /// is acceptable depends on its position in a log and is checked by the surface.
 ///
 /// Streamed delta chunks read from storage are kept compactly (many events share one block;

@@ -205,8 +205,6 @@ fn decode_event_row(row: &Row, id: &str) -> Result<EventRow> {
     })
 }
 
-
-
 fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -248,7 +246,10 @@ fn row_header(row: &SessionRow) -> SessionHeader {
     if row.version != 0
         && let Some(fields) = meta.to_value().as_object()
     {
-        let stored = fields.with("version", session_core::event::int_value(i64::from(row.version)));
+        let stored = fields.with(
+            "version",
+            session_core::event::int_value(i64::from(row.version)),
+        );
         meta.stored = Some(Value::Object(stored));
     }
     meta

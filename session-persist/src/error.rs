@@ -369,7 +369,7 @@ pub enum Error {
     /// `session "<id>" stores <type> at seq <seq> without a data object, which the read-time
     /// upgrade must read`: a stored `turn/start`, `turn/end`, `user/message`,
     /// `assistant/message`, `tool/result` or `request/header` without `data`, or a
-    /// `request/header` whose `data` is `null` (the reference fails on it with a TypeError; see
+    /// `request/header` whose `data` is `null` (the reference fails on it with a `TypeError`; see
     /// docs/format.md).
     UpgradeWithoutData {
         /// The session id.

@@ -329,7 +329,8 @@ impl MemoryBackend {
         invalid: Option<Value>,
     ) {
         let meta = lenient_header(&header, id);
-        let invalid = invalid.map(|v| (events.len(), vec![Event::verbatim(v, events.len() as u64)]));
+        let invalid =
+            invalid.map(|v| (events.len(), vec![Event::verbatim(v, events.len() as u64)]));
         let revision = self.next_revision();
         lock(&self.storage.logs).insert(
             id.to_owned(),

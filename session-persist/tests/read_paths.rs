@@ -15,7 +15,8 @@ use session_persist::{Compression, JsonlBackend, JsonlConfig, Persistence, Persi
 use session_store::SessionStore;
 
 fn service(root: &Path) -> Persistence {
-    let backend = JsonlBackend::open(JsonlConfig::new(root).compression(Compression::None)).unwrap();
+    let backend =
+        JsonlBackend::open(JsonlConfig::new(root).compression(Compression::None)).unwrap();
     let store = SessionStore::new(Arc::new(FixedClock::new(0)));
     Persistence::new(Arc::new(backend), store, PersistenceOptions::default()).unwrap()
 }
@@ -229,7 +230,9 @@ async fn read_from_returns_records_with_invalid_envelopes_as_stored() {
         r#"{"type":"assistant/chunk","seq":2,"data":{}}"#.to_owned(),
         format!(r#"{{"type":"assistant/chunk","seq":2,"time":0,"data":{chunk},"note":1}}"#),
         r#"{"type":"assistant/chunk","seq":2,"time":0}"#.to_owned(),
-        format!(r#"{{"type":"assistant/chunk","seq":2,"time":0,"data":{chunk},"ignorable":false}}"#),
+        format!(
+            r#"{{"type":"assistant/chunk","seq":2,"time":0,"data":{chunk},"ignorable":false}}"#
+        ),
     ];
     for bad in bad_records {
         let tmp = TempDir::new("rp-verbatim");
@@ -240,11 +243,7 @@ async fn read_from_returns_records_with_invalid_envelopes_as_stored() {
             bad.clone(),
             line("assistant/chunk", 3, chunk),
             line("step/end", 4, r#"{"turn":1,"step":1}"#),
-            line(
-                "turn/end",
-                5,
-                r#"{"turn":1,"reason":{"kind":"completed"}}"#,
-            ),
+            line("turn/end", 5, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
         ];
         let text = body.iter().fold(String::new(), |mut out, l| {
             out.push_str(l);
@@ -321,7 +320,10 @@ async fn the_upgrade_refuses_events_without_data_it_must_read() {
             r#"{"type":"request/header","seq":4,"time":0,"data":null}"#,
             "request/header",
         ),
-        (r#"{"type":"user/message","seq":4,"time":0}"#, "user/message"),
+        (
+            r#"{"type":"user/message","seq":4,"time":0}"#,
+            "user/message",
+        ),
     ] {
         let tmp = TempDir::new("rp-nodata");
         let root = tmp.root();
@@ -373,7 +375,10 @@ async fn non_object_lines_follow_the_unparsable_line_rules() {
         // Cut back to the open turn, then closed by repair.
         assert!(loaded.events.len() > 6, "{raw}");
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(!text.contains(&format!("\n{raw}\n")), "{raw}: the tail was cut");
+        assert!(
+            !text.contains(&format!("\n{raw}\n")),
+            "{raw}: the tail was cut"
+        );
         p.dispose().await.unwrap();
     }
 }

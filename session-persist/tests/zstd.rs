@@ -604,7 +604,10 @@ fn structural_errors_name_the_descriptor_and_the_block_header() {
     };
     let dict = [0, 1, 2, 4][usize::from(descriptor & 3)];
     let block = second + 5 + usize::from(!single_segment) + dict + fcs;
-    assert!(block > second + 5, "the frame header has more than its descriptor");
+    assert!(
+        block > second + 5,
+        "the frame header has more than its descriptor"
+    );
     let mut reserved_block = bytes.clone();
     reserved_block[block] |= 0b110;
     assert_eq!(

@@ -93,6 +93,11 @@ mod tests {
         let untyped = Event::verbatim(Value::parse(r#"{"seq":0,"ignorable":true}"#).unwrap(), 0);
         assert_eq!(untyped.event_type(), "");
         assert!(untyped.ignorable());
-        assert!(Event::parse("{}").unwrap_err().to_string().contains("envelope"));
+        assert!(
+            Event::parse("{}")
+                .unwrap_err()
+                .to_string()
+                .contains("envelope")
+        );
     }
 }

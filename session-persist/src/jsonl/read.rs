@@ -756,7 +756,9 @@ mod tests {
                 format!(
                     "header: {}\ninvalid: {:?}\ntorn: {torn}\nevents:\n{}",
                     p.header.value.to_json(),
-                    p.invalid.as_ref().map(|(i, v)| (i, v.iter().map(Event::to_json).collect::<Vec<_>>())),
+                    p.invalid
+                        .as_ref()
+                        .map(|(i, v)| (i, v.iter().map(Event::to_json).collect::<Vec<_>>())),
                     lines(&p.events)
                 )
             }
