@@ -131,7 +131,7 @@ struct Row {
 }
 
 /// `list`: every stored session, each with its error when it cannot be read; one damaged
-/// session never fails the listing.
+/// session never fails the listing (a layout error of the root does).
 pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
     let at = inv.global.store();
     require_store(&at)?;
@@ -147,6 +147,8 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
             .map(|l| l.path.display().to_string());
         let meta = match entry.header {
             Ok(meta) => meta,
+            // A layout error fails the listing, as the reference's does.
+            Err(e) if e.fails_listing() => return Err(store.err(e, None)),
             Err(e) => {
                 rows.push(Row {
                     meta: None,

@@ -117,3 +117,31 @@ fn a_stray_flat_file_log_fails_list_and_every_command_naming_the_file() {
         );
     }
 }
+
+#[test]
+fn a_copy_at_another_path_fails_list_as_in_the_reference() {
+    let temp = Temp::new("list-dup");
+    let root = temp.path().join("root");
+    let first = plant(&root, "s", &header("s", "0"));
+    let copy = root.join("--v--").join("s").join("session.jsonl");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(&first, &copy).unwrap();
+    let r = run(&[
+        "--root",
+        root.to_str().unwrap(),
+        "--compression",
+        "none",
+        "list",
+        "--json",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    // The copy's header names the first path: a layout error, as the reference reports it.
+    assert_eq!(
+        r.json_error()["message"],
+        format!(
+            "corrupt session log \"{}\": header id \"s\" and cwd identify \"{}\"",
+            copy.display(),
+            first.display()
+        )
+    );
+}

@@ -656,6 +656,16 @@ impl Error {
         }
     }
 
+    /// Whether this is a layout error of one listed session that fails a whole listing, as in
+    /// the reference: a header whose id and cwd do not name its own path, or an id stored under
+    /// two project directories.
+    pub fn fails_listing(&self) -> bool {
+        matches!(
+            self,
+            Error::IdentityPath { .. } | Error::UnnameableHeader { .. } | Error::DuplicateId { .. }
+        )
+    }
+
     /// Whether this is an I/O error of the given kind.
     pub fn is_io_kind(&self, kind: io::ErrorKind) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == kind)

@@ -632,11 +632,7 @@ impl Backend for JsonlBackend {
                     Ok(h) => out.push(h.meta),
                     // As the reference's listing: a header that does not belong at its path
                     // and a duplicated id fail it; a header that cannot be read is left out.
-                    Err(
-                        e @ (Error::IdentityPath { .. }
-                        | Error::UnnameableHeader { .. }
-                        | Error::DuplicateId { .. }),
-                    ) => return Err(e),
+                    Err(e) if e.fails_listing() => return Err(e),
                     Err(_) => {}
                 }
             }
