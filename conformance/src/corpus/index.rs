@@ -183,6 +183,16 @@ pub(crate) fn check_layout(
     for log in index.logs.iter().filter(|l| options.selects(&l.name)) {
         let case = format!("logs/{}", log.name);
         let log_dir = dir.join("logs").join(&log.name);
+        if !log_dir.is_dir() {
+            missing(
+                report,
+                &case,
+                "index.present",
+                false,
+                "listed in index.json but missing",
+            );
+            continue;
+        }
         let files = ["expected.json", "session.jsonl", "session.jsonl.zstd"];
         let absent: Vec<&str> = files
             .into_iter()
