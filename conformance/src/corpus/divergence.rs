@@ -145,6 +145,16 @@ pub const KNOWN_DIVERGENCES: &[KnownDivergence] = &[
     },
 ];
 
+/// The divergence listed for `check` of `case` (e.g. `negative/null-line-in-open-tail`,
+/// `results.load`), whatever the difference is. The runner accepts a difference only when the
+/// entry's [`Rule`] explains it; other tests use this to know where the reference's expectation
+/// is not ours.
+pub fn listed(case: &str, check: &str) -> Option<&'static KnownDivergence> {
+    KNOWN_DIVERGENCES
+        .iter()
+        .find(|d| d.case == case && d.checks.contains(&check))
+}
+
 /// The listed divergence that explains `mismatch` of `check` in `case`, if any.
 pub(crate) fn matching(
     corpus: &Path,

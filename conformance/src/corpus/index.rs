@@ -144,6 +144,44 @@ impl Index {
     }
 }
 
+/// A located corpus and its index: the one way tests find and enumerate the corpus.
+#[derive(Debug, Clone)]
+pub struct Corpus {
+    /// The corpus directory.
+    pub dir: PathBuf,
+    /// Its `index.json`.
+    pub index: Index,
+}
+
+impl Corpus {
+    /// The corpus of [`super::require`], with its index read.
+    ///
+    /// # Panics
+    ///
+    /// When the corpus is absent (unless `SESSION_CORPUS_OPTIONAL=1`; then `None`), or its
+    /// `index.json` cannot be read.
+    pub fn require() -> Option<Corpus> {
+        let dir = super::require()?;
+        let index = Index::open(&dir).unwrap_or_else(|e| panic!("golden corpus: {e}"));
+        Some(Corpus { dir, index })
+    }
+
+    /// The directory of every log, in index order.
+    pub fn logs(&self) -> Vec<PathBuf> {
+        self.index.log_dirs(&self.dir, None)
+    }
+
+    /// The directory of every crash variant, in index order.
+    pub fn crash_variants(&self) -> Vec<PathBuf> {
+        self.index.crash_dirs(&self.dir, None)
+    }
+
+    /// The directory of every negative case, in index order.
+    pub fn negative_cases(&self) -> Vec<PathBuf> {
+        self.index.negative_dirs(&self.dir, None)
+    }
+}
+
 fn crash_dirs_on_disk(log: &Path) -> Result<Vec<String>, LayoutError> {
     Ok(sorted_dirs(log)?
         .into_iter()

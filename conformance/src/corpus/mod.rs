@@ -26,9 +26,10 @@ use std::path::{Path, PathBuf};
 
 use session_core::json::Value;
 
-pub use divergence::{KNOWN_DIVERGENCES, KnownDivergence, Rule};
-pub use index::{CrashEntry, Index, LogEntry, NegativeEntry};
+pub use divergence::{KNOWN_DIVERGENCES, KnownDivergence, Rule, listed};
+pub use index::{Corpus, CrashEntry, Index, LogEntry, NegativeEntry};
 pub use logs::Check;
+pub use negative::port_result;
 
 /// The environment variable naming the corpus directory.
 pub const CORPUS_ENV: &str = "SESSION_CORPUS";

@@ -199,3 +199,41 @@ fn check_list(
         Err(e) => Err(format!("expected success, got {}", rootless(&e.to_string(), root)).into()),
     }
 }
+
+/// What this port's persistence service gives for `op` (`inspect`, `load` or `readFrom`) on a
+/// fresh copy of the negative case at `dir`: the outcome normalised as the runner compares it
+/// (`{ok, meta, eventCount, events}` or `{ok: false, error: {name, message, code?}}`, paths
+/// as `<root>/…`), and every file under the root afterwards (relative path, bytes).
+///
+/// Tests of other levels (the command line) compare themselves with this where the corpus's
+/// expectation is a listed known divergence, which the runner checks this outcome against.
+///
+/// # Errors
+///
+/// When the case cannot be read or copied, or the runtime cannot start.
+pub fn port_result(dir: &Path, op: &str) -> Result<(Value, Vec<(String, Vec<u8>)>), String> {
+    let doc = Doc::open(&dir.join("expected.json")).map_err(|e| e.to_string())?;
+    let id = doc
+        .req("sessionId")
+        .map_err(|e| e.to_string())?
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let compression = compression_of(&doc).map_err(|e| e.to_string())?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let tmp = TempRoot::new()?;
+        copy_tree(&dir.join("root"), &tmp.0)?;
+        let p = service(&tmp.0, compression)?;
+        let got = run_op(&p, op, &id).await;
+        let _ = p.dispose().await;
+        let shape = Value::object([("ok", Value::Bool(false)), ("error", Value::empty_object())]);
+        let outcome = super::outcome::actual_outcome(&got, &shape, &tmp.0);
+        let mut files = Vec::new();
+        for file in files_under(&tmp.0) {
+            let rel = file.strip_prefix(&tmp.0).map_err(|e| e.to_string())?;
+            files.push((rel.display().to_string(), read(&file)?));
+        }
+        Ok((outcome, files))
+    })
+}
