@@ -125,7 +125,11 @@ fn an_unchanged_synthetic_corpus_passes() {
     for group in [Group::Index, Group::Session, Group::Negative] {
         assert!(report.groups[&group].passed > 0, "{group:?} ran");
     }
-    assert!(report.summary().ends_with(" passed, 0 failed, 0 known divergences"));
+    assert!(
+        report
+            .summary()
+            .ends_with(" passed, 0 failed, 0 known divergences")
+    );
 }
 
 #[test]
@@ -140,8 +144,10 @@ fn a_case_listed_in_the_index_but_missing_fails() {
 
     // A missing log and a missing crash variant fail the same way.
     let name = "acp.error-finish__session";
-    let Some(c) = Synthetic::new(&[name, "acp.subagent-published-run-failure__session.1"], &[])
-    else {
+    let Some(c) = Synthetic::new(
+        &[name, "acp.subagent-published-run-failure__session.1"],
+        &[],
+    ) else {
         return;
     };
     let crash = c.dir.join("logs").join(name).join("crash-01");
@@ -174,7 +180,9 @@ fn a_case_on_disk_but_not_in_the_index_fails() {
         &c.negative("garbage-line-before-turn-end"),
         &c.negative("garbage-line-before-turn-end-copy"),
     );
-    let stray = c.negative("garbage-line-before-turn-end").join("root/stray.jsonl");
+    let stray = c
+        .negative("garbage-line-before-turn-end")
+        .join("root/stray.jsonl");
     std::fs::write(&stray, "{}\n").unwrap();
     let report = c.run(&Options::only(&[NEGATIVE]));
     let got = failed(&report);
@@ -273,7 +281,11 @@ fn a_listed_divergence_counts_apart_and_an_unlisted_one_fails() {
     // inspect, load, readFrom of the number case; those and load's files of the null line.
     assert_eq!(report.divergences.len(), 7, "{}", report.summary());
     assert_eq!(report.groups[&Group::Negative].diverged, 7);
-    assert!(report.summary().ends_with(", 0 failed, 7 known divergences"));
+    assert!(
+        report
+            .summary()
+            .ends_with(", 0 failed, 7 known divergences")
+    );
 
     // The same difference in a case the list does not name is a failure.
     let Some(c) = Synthetic::new(&[], &[listed]) else {
@@ -337,7 +349,9 @@ fn an_expected_lone_surrogate_fails_its_check_only() {
     let report = c.run(&Options::only(&[NEGATIVE]));
     assert_eq!(failed(&report).len(), 1, "{:?}", failed(&report));
     assert!(
-        report.failures[0].detail.contains("lone UTF-16 surrogate \\ud800"),
+        report.failures[0]
+            .detail
+            .contains("lone UTF-16 surrogate \\ud800"),
         "{}",
         report.failures[0].detail
     );
@@ -363,7 +377,10 @@ fn golden_ends_with_the_three_counts_and_fails_on_a_failure() {
     assert!(counts[0].ends_with(" passed"), "{last}");
     assert_eq!(counts[1], "0 failed", "{last}");
     assert_eq!(counts[2], "3 known divergences", "{last}");
-    assert!(stdout.contains("\nnegative: "), "per-group counts: {stdout}");
+    assert!(
+        stdout.contains("\nnegative: "),
+        "per-group counts: {stdout}"
+    );
 
     c.edit_expected(case, |doc| {
         doc["results"]["inspect"]["error"]["name"] = Value::from("RangeError");
@@ -375,7 +392,11 @@ fn golden_ends_with_the_three_counts_and_fails_on_a_failure() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.lines().last().unwrap().contains(", 1 failed, 3 known divergences"),
+        stdout
+            .lines()
+            .last()
+            .unwrap()
+            .contains(", 1 failed, 3 known divergences"),
         "{stdout}"
     );
 }

@@ -8,9 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{
-    Temp, corpus, corpus_index, events_of, parallel, place, read_json, run, unzstd,
-};
+use common::{Temp, corpus, corpus_index, events_of, parallel, place, read_json, run, unzstd};
 use serde_json::Value;
 
 /// Every log of the corpus index (none when the corpus is absent and skipping is allowed).

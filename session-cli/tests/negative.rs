@@ -104,12 +104,7 @@ fn check_case(name: &str) {
         let got = inspect.ok().json();
         assert_eq!(got["eventCount"], want["eventCount"], "{name}: inspect");
     } else {
-        assert_error(
-            &inspect,
-            &want,
-            root,
-            &format!("{name}: inspect"),
-        );
+        assert_error(&inspect, &want, root, &format!("{name}: inspect"));
         // The human form names where and what to do.
         let human = cmd(&["inspect", id]);
         assert_eq!(human.code, 1, "{name}");
@@ -169,7 +164,10 @@ fn check_case(name: &str) {
         if let Some(files) = &port_files {
             // A listed divergence: the file as the library's load leaves it.
             let (_, want) = files.iter().find(|(r, _)| r == rel).unwrap();
-            assert!(now == *want, "{name}: {rel} after repair (as the library leaves it)");
+            assert!(
+                now == *want,
+                "{name}: {rel} after repair (as the library leaves it)"
+            );
             continue;
         }
         let want = if info["changed"] == true {

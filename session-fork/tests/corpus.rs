@@ -12,7 +12,6 @@ use session_fork::{Error, ForkErrorCode, fork_session, resolve_boundary};
 use session_repair::interrupted_turn_closers;
 use session_surface::Session;
 
-
 fn read(path: &Path) -> Json {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }

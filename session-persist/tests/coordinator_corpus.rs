@@ -116,4 +116,3 @@ async fn detailed_inspections_carry_the_folded_surface() {
     assert!(checked >= 500, "{checked}");
     assert!(replaced > 0, "the corpus has compactions");
 }
-

@@ -327,11 +327,7 @@ fn seal_all(root: &Path, origin: &Path) -> (usize, usize) {
 fn seal_golden_corpus_logs() {
     let Some(corpus) = corpus() else { return };
     let mut files: Vec<PathBuf> = Vec::new();
-    for dir in corpus
-        .logs()
-        .into_iter()
-        .chain(corpus.negative_cases())
-    {
+    for dir in corpus.logs().into_iter().chain(corpus.negative_cases()) {
         collect_zstd_logs(&dir, &mut files);
     }
     files.sort();

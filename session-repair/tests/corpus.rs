@@ -14,7 +14,6 @@ use session_surface::Session;
 
 const CLOCK: i64 = 1_767_225_600_000;
 
-
 fn read(path: &Path) -> Json {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }

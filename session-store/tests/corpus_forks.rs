@@ -14,7 +14,6 @@ use session_store::{ForkSource, PrepareOptions, SeedSource, SessionStore, Shared
 
 const CLOCK: i64 = 1_767_225_600_000;
 
-
 fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));

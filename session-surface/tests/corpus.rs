@@ -14,7 +14,6 @@ use session_surface::{Session, SurfaceFold, fold_surface};
 /// The reference froze `Date.now()` here while generating the corpus.
 const CORPUS_NOW: i64 = 1_767_225_600_000;
 
-
 /// A JSON text in JavaScript spelling, for comparing reference output with ours.
 fn js_text(v: &Value) -> String {
     json::snapshot_for_append(v)

@@ -69,7 +69,10 @@ fn mark_lone_surrogates(text: &str) -> std::borrow::Cow<'_, str> {
 pub(crate) fn unrepresentable(expected: &Value) -> Option<String> {
     let text = expected.to_json();
     let at = text.find(LONE_SURROGATE)?;
-    let digits: String = text[at + LONE_SURROGATE.len_utf8()..].chars().take(4).collect();
+    let digits: String = text[at + LONE_SURROGATE.len_utf8()..]
+        .chars()
+        .take(4)
+        .collect();
     Some(format!(
         "the expected value holds a lone UTF-16 surrogate \\u{digits}, which this port cannot \
          represent (its strings are UTF-8); this check cannot pass"

@@ -41,12 +41,7 @@ pub(crate) fn check_forks(
     Ok(())
 }
 
-fn run_case(
-    parent_id: &str,
-    events: &[Value],
-    header: &Value,
-    c: &Value,
-) -> Result<(), Mismatch> {
+fn run_case(parent_id: &str, events: &[Value], header: &Value, c: &Value) -> Result<(), Mismatch> {
     let store = SessionStore::new(Arc::new(FixedClock::new(CORPUS_CLOCK_MS)));
     let parent = store
         .prepare(

@@ -60,7 +60,7 @@ fn str_of(v: &Value, key: &str, path: &Path, at: &str) -> Result<String, LayoutE
 fn array_of<'a>(v: &'a Value, key: &str, path: &Path) -> Result<&'a [Value], LayoutError> {
     v.get(key)
         .and_then(Value::as_array)
-        .map(|a| a.as_slice())
+        .map(session_core::json::Array::as_slice)
         .ok_or_else(|| LayoutError::Missing {
             path: path.to_path_buf(),
             key: format!("{key} (array)"),
@@ -355,13 +355,21 @@ fn root_matches_listing(case_dir: &Path) -> Result<Result<(), String>, LayoutErr
     let root = case_dir.join("root");
     let mut listed = BTreeSet::new();
     let mut problems = Vec::new();
-    for f in doc.req("files")?.as_array().map(|a| a.as_slice()).unwrap_or_default() {
+    for f in doc
+        .req("files")?
+        .as_array()
+        .map(session_core::json::Array::as_slice)
+        .unwrap_or_default()
+    {
         let Some(rel) = f.get("path").and_then(Value::as_str) else {
             problems.push("a files entry without a path".to_owned());
             continue;
         };
         listed.insert(PathBuf::from(rel));
-        match (std::fs::metadata(root.join(rel)), f.get("bytes").and_then(Value::as_u64)) {
+        match (
+            std::fs::metadata(root.join(rel)),
+            f.get("bytes").and_then(Value::as_u64),
+        ) {
             (Err(_), _) => problems.push(format!("root/{rel} is missing")),
             (Ok(m), Some(n)) if m.len() != n => {
                 problems.push(format!("root/{rel} holds {} bytes, listed {n}", m.len()));
@@ -370,10 +378,10 @@ fn root_matches_listing(case_dir: &Path) -> Result<Result<(), String>, LayoutErr
         }
     }
     for file in super::persist::files_under(&root) {
-        if let Ok(rel) = file.strip_prefix(&root) {
-            if !listed.contains(rel) {
-                problems.push(format!("root/{} is not listed", rel.display()));
-            }
+        if let Ok(rel) = file.strip_prefix(&root)
+            && !listed.contains(rel)
+        {
+            problems.push(format!("root/{} is not listed", rel.display()));
         }
     }
     Ok(if problems.is_empty() {
@@ -403,6 +411,11 @@ fn check_counts(index: &Index, report: &mut Report) {
             Some(w) if usize::try_from(w).ok() == Some(got) => Ok(()),
             Some(w) => Err(format!("counts.{key} is {w}, the lists hold {got}")),
         };
-        report.record_str(Group::Index, "index.json", &format!("counts.{key}"), outcome);
+        report.record_str(
+            Group::Index,
+            "index.json",
+            &format!("counts.{key}"),
+            outcome,
+        );
     }
 }

@@ -145,16 +145,20 @@ fn reencode(path: &Path) -> Result<(), String> {
 
 /// `{start, end, turn}` of every turn, as the corpus's top-level `turns` records them.
 fn turns_value(events: &Events) -> Value {
-    Value::array(session_repair::turn_spans(events.iter()).into_iter().map(|t| {
-        Value::object([
-            ("start", session_core::event::seq_value(t.start)),
-            (
-                "end",
-                t.end.map_or(Value::Null, session_core::event::seq_value),
-            ),
-            ("turn", t.turn),
-        ])
-    }))
+    Value::array(
+        session_repair::turn_spans(events.iter())
+            .into_iter()
+            .map(|t| {
+                Value::object([
+                    ("start", session_core::event::seq_value(t.start)),
+                    (
+                        "end",
+                        t.end.map_or(Value::Null, session_core::event::seq_value),
+                    ),
+                    ("turn", t.turn),
+                ])
+            }),
+    )
 }
 
 /// Compares an `{ok, value | error}` expectation with our outcome.

@@ -29,7 +29,7 @@ use session_core::json::Value;
 pub use divergence::{KNOWN_DIVERGENCES, KnownDivergence, Rule, listed};
 pub use index::{Corpus, CrashEntry, Index, LogEntry, NegativeEntry};
 pub use logs::Check;
-pub use negative::port_result;
+pub use negative::{PortFiles, port_result};
 
 /// The environment variable naming the corpus directory.
 pub const CORPUS_ENV: &str = "SESSION_CORPUS";
@@ -299,15 +299,12 @@ impl Report {
             check: check.to_owned(),
             detail: mismatch.detail.clone(),
         };
-        match divergence::matching(&self.dir, case, check, &mismatch) {
-            Some(known) => {
-                counts.diverged += 1;
-                self.divergences.push(Divergence { failure, known });
-            }
-            None => {
-                counts.failed += 1;
-                self.failures.push(failure);
-            }
+        if let Some(known) = divergence::matching(&self.dir, case, check, &mismatch) {
+            counts.diverged += 1;
+            self.divergences.push(Divergence { failure, known });
+        } else {
+            counts.failed += 1;
+            self.failures.push(failure);
         }
     }
 
@@ -385,7 +382,9 @@ impl Options {
     }
 
     fn selects(&self, name: &str) -> bool {
-        self.filter.as_ref().is_none_or(|f| name.contains(f.as_str()))
+        self.filter
+            .as_ref()
+            .is_none_or(|f| name.contains(f.as_str()))
     }
 }
 
@@ -407,11 +406,7 @@ pub fn run(dir: &Path, options: &Options) -> Result<Report, LayoutError> {
             if !case_dir.join("expected.json").is_file() {
                 continue; // reported by the index check
             }
-            negative::check_negative(
-                &format!("negative/{}", case.case),
-                &case_dir,
-                &mut report,
-            )?;
+            negative::check_negative(&format!("negative/{}", case.case), &case_dir, &mut report)?;
         }
     }
     Ok(report)

@@ -200,6 +200,9 @@ fn check_list(
     }
 }
 
+/// Every file under a root after an operation: its path relative to the root, and its bytes.
+pub type PortFiles = Vec<(String, Vec<u8>)>;
+
 /// What this port's persistence service gives for `op` (`inspect`, `load` or `readFrom`) on a
 /// fresh copy of the negative case at `dir`: the outcome normalised as the runner compares it
 /// (`{ok, meta, eventCount, events}` or `{ok: false, error: {name, message, code?}}`, paths
@@ -211,7 +214,7 @@ fn check_list(
 /// # Errors
 ///
 /// When the case cannot be read or copied, or the runtime cannot start.
-pub fn port_result(dir: &Path, op: &str) -> Result<(Value, Vec<(String, Vec<u8>)>), String> {
+pub fn port_result(dir: &Path, op: &str) -> Result<(Value, PortFiles), String> {
     let doc = Doc::open(&dir.join("expected.json")).map_err(|e| e.to_string())?;
     let id = doc
         .req("sessionId")

@@ -53,17 +53,15 @@ fn actual_error(err: &(dyn std::error::Error + 'static), want: &Value, root: &Pa
         entries.push(("code", Value::from(code)));
     }
     if let Some(want_cause) = want.get("cause") {
-        let cause = err.source().map_or(Value::Null, |c| actual_error(c, want_cause, root));
+        let cause = err
+            .source()
+            .map_or(Value::Null, |c| actual_error(c, want_cause, root));
         entries.push(("cause", cause));
     }
     if want.get("location").is_some() {
         let location = ours.and_then(Error::location).map_or(Value::Null, |at| {
             let mut loc: Vec<(&str, Value)> = vec![("kind", Value::from(at.kind.as_str()))];
-            if want
-                .get("location")
-                .and_then(|l| l.get("path"))
-                .is_some()
-            {
+            if want.get("location").and_then(|l| l.get("path")).is_some() {
                 loc.push((
                     "path",
                     Value::from(rootless(&at.path.display().to_string(), root)),
@@ -95,7 +93,10 @@ pub(crate) fn expected_outcome(doc: &Doc, key: &str) -> Result<Value, String> {
         Ok(Value::object(entries))
     } else {
         let error = expected.get("error").map_or(Value::Null, expected_error);
-        Ok(Value::object([("ok", Value::Bool(false)), ("error", error)]))
+        Ok(Value::object([
+            ("ok", Value::Bool(false)),
+            ("error", error),
+        ]))
     }
 }
 
@@ -135,10 +136,17 @@ pub(crate) fn actual_outcome(got: &Outcome, want: &Value, root: &Path) -> Value 
 fn describe(want: &Value, actual: &Value) -> String {
     let want_ok = want.get("ok").and_then(Value::as_bool) == Some(true);
     let got_ok = actual.get("ok").and_then(Value::as_bool) == Some(true);
-    let count = |v: &Value| v.get("events").and_then(Value::as_array).map_or(0, |a| a.len());
+    let count = |v: &Value| {
+        v.get("events")
+            .and_then(Value::as_array)
+            .map_or(0, |a| a.len())
+    };
     let error = |v: &Value| {
         let e = v.get("error");
-        let name = e.and_then(|e| e.get("name")).and_then(Value::as_str).unwrap_or("?");
+        let name = e
+            .and_then(|e| e.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("?");
         let message = e.and_then(|e| e.get("message")).map(Value::to_json);
         format!("{name}: {}", message.unwrap_or_default())
     };

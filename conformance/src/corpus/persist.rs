@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use session_core::{FixedClock, SessionHeader};
 use session_core::json::Value;
+use session_core::{FixedClock, SessionHeader};
 use session_persist::{
     Backend, Compression, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions,
 };
@@ -315,9 +315,8 @@ fn check_crash(
                 let p = service(&tmp.0, compression)?;
                 let again = run_op(&p, "load", id).await;
                 let _ = p.dispose().await;
-                compare(&doc, &format!("{key}.load"), &again, &tmp.0).map_err(|m| {
-                    Mismatch::from(format!("reload: {}", m.detail))
-                })?;
+                compare(&doc, &format!("{key}.load"), &again, &tmp.0)
+                    .map_err(|m| Mismatch::from(format!("reload: {}", m.detail)))?;
                 if read(&path)? != want {
                     return Err("a second load changed the file".into());
                 }
@@ -328,4 +327,3 @@ fn check_crash(
     }
     Ok(())
 }
-
