@@ -106,10 +106,29 @@ fn failed(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// The failures of `after` that `before` (the same corpus before an edit) did not have: what
+/// the edit alone caused, whatever the port gets wrong in these cases at the time.
+fn added(before: &Report, after: &Report) -> Vec<String> {
+    let before = failed(before);
+    failed(after)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect()
+}
+
+/// The failure of `check` in `report`.
+fn failure<'a>(report: &'a Report, check: &str) -> &'a corpus::Failure {
+    report
+        .failures
+        .iter()
+        .find(|f| f.check == check)
+        .unwrap_or_else(|| panic!("no failure of {check}: {:?}", failed(report)))
+}
+
 const NEGATIVE: Check = Check::Negative;
 
-/// The pieces used below pass unchanged: the failures the other tests see come from their
-/// edits alone.
+/// The pieces used below pass unchanged (so the other tests' baselines are clean in practice;
+/// they compare with a baseline anyway).
 #[test]
 fn an_unchanged_synthetic_corpus_passes() {
     let Some(c) = Synthetic::new(
@@ -137,63 +156,64 @@ fn a_case_listed_in_the_index_but_missing_fails() {
     let Some(c) = Synthetic::new(&[], &["garbage-line-before-turn-end", "not-found"]) else {
         return;
     };
+    let before = c.run(&Options::only(&[NEGATIVE]));
     std::fs::remove_dir_all(c.negative("not-found")).unwrap();
     let report = c.run(&Options::only(&[NEGATIVE]));
-    assert_eq!(failed(&report), ["negative/not-found [index.present]"]);
-    assert_eq!(report.failures[0].group, Group::Index);
+    assert_eq!(
+        added(&before, &report),
+        ["negative/not-found [index.present]"]
+    );
+    assert_eq!(failure(&report, "index.present").group, Group::Index);
 
     // A missing log and a missing crash variant fail the same way.
     let name = "acp.error-finish__session";
-    let Some(c) = Synthetic::new(
-        &[name, "acp.subagent-published-run-failure__session.1"],
-        &[],
-    ) else {
+    let other = "acp.subagent-published-run-failure__session.1";
+    let Some(c) = Synthetic::new(&[name, other], &[]) else {
         return;
     };
+    let before = c.run(&Options::only(&[]));
     let crash = c.dir.join("logs").join(name).join("crash-01");
     assert!(crash.is_dir(), "the log has crash variants");
     std::fs::remove_dir_all(&crash).unwrap();
-    std::fs::remove_dir_all(
-        c.dir
-            .join("logs")
-            .join("acp.subagent-published-run-failure__session.1"),
-    )
-    .unwrap();
+    std::fs::remove_dir_all(c.dir.join("logs").join(other)).unwrap();
     let report = c.run(&Options::only(&[]));
-    let got = failed(&report);
-    assert!(
-        got.contains(&format!("logs/{name}/crash-01 [index.present]")),
-        "{got:?}"
-    );
-    assert!(
-        got.contains(&"logs/acp.subagent-published-run-failure__session.1 [index.present]".into()),
-        "{got:?}"
+    assert_eq!(
+        added(&before, &report),
+        [
+            format!("logs/{name}/crash-01 [index.present]"),
+            format!("logs/{other} [index.present]"),
+        ]
     );
 }
 
 #[test]
 fn a_case_on_disk_but_not_in_the_index_fails() {
-    let Some(c) = Synthetic::new(&[], &["garbage-line-before-turn-end"]) else {
+    let case = "garbage-line-before-turn-end";
+    let Some(c) = Synthetic::new(&[], &[case]) else {
         return;
     };
-    copy_tree(
-        &c.negative("garbage-line-before-turn-end"),
-        &c.negative("garbage-line-before-turn-end-copy"),
-    );
-    let stray = c
-        .negative("garbage-line-before-turn-end")
-        .join("root/stray.jsonl");
-    std::fs::write(&stray, "{}\n").unwrap();
+    let before = c.run(&Options::only(&[NEGATIVE]));
+    copy_tree(&c.negative(case), &c.negative("garbage-line-copy"));
     let report = c.run(&Options::only(&[NEGATIVE]));
-    let got = failed(&report);
-    assert!(
-        got.contains(&"negative/garbage-line-before-turn-end-copy [index.listed]".into()),
-        "{got:?}"
+    assert_eq!(
+        added(&before, &report),
+        ["negative/garbage-line-copy [index.listed]"]
     );
+
     // A file under a root that expected.json does not list is extra too.
+    std::fs::remove_dir_all(c.negative("garbage-line-copy")).unwrap();
+    let stray = c.negative(case).join("root/notes.txt");
+    std::fs::write(&stray, "not a session\n").unwrap();
+    let report = c.run(&Options::only(&[NEGATIVE]));
     assert!(
-        got.contains(&"negative/garbage-line-before-turn-end [index.present]".into()),
-        "{got:?}"
+        added(&before, &report).contains(&format!("negative/{case} [index.present]")),
+        "{:?}",
+        failed(&report)
+    );
+    assert!(
+        failure(&report, "index.present")
+            .detail
+            .contains("root/notes.txt is not listed")
     );
 }
 
@@ -202,15 +222,18 @@ fn a_changed_file_under_a_negative_root_fails() {
     // The reference's load repaired this log; with after-load/ removed, the corpus says every
     // file stays unchanged, and our repair must then show as a failure of the file check.
     let case = "garbage-line-in-open-tail";
+    let check = format!("negative/{case} [results.load.files]");
     let Some(c) = Synthetic::new(&[], &[case]) else {
         return;
     };
+    let before = c.run(&Options::only(&[NEGATIVE]));
+    assert!(
+        !failed(&before).contains(&check),
+        "our repair leaves the reference's bytes"
+    );
     std::fs::remove_dir_all(c.negative(case).join("after-load")).unwrap();
     let report = c.run(&Options::only(&[NEGATIVE]));
-    assert_eq!(
-        failed(&report),
-        [format!("negative/{case} [results.load.files]")]
-    );
+    assert_eq!(added(&before, &report), [check.clone()]);
 
     // A repaired file that differs by one byte from after-load/ fails the same check.
     let Some(c) = Synthetic::new(&[], &[case]) else {
@@ -224,10 +247,7 @@ fn a_changed_file_under_a_negative_root_fails() {
     bytes[last] = b'X';
     std::fs::write(&after, bytes).unwrap();
     let report = c.run(&Options::only(&[NEGATIVE]));
-    assert_eq!(
-        failed(&report),
-        [format!("negative/{case} [results.load.files]")]
-    );
+    assert_eq!(added(&before, &report), [check]);
 }
 
 #[test]
@@ -236,29 +256,31 @@ fn a_wrong_error_name_fails() {
     let Some(c) = Synthetic::new(&[], &[case]) else {
         return;
     };
+    let before = c.run(&Options::only(&[NEGATIVE]));
     c.edit_expected(case, |doc| {
         doc["results"]["load"]["error"]["name"] = Value::from("RangeError");
     });
     let report = c.run(&Options::only(&[NEGATIVE]));
-    assert_eq!(failed(&report), [format!("negative/{case} [results.load]")]);
-    assert!(
-        report.failures[0].detail.contains("RangeError"),
-        "{}",
-        report.failures[0].detail
+    assert_eq!(
+        added(&before, &report),
+        [format!("negative/{case} [results.load]")]
     );
+    let detail = &failure(&report, "results.load").detail;
+    assert!(detail.contains("RangeError"), "{detail}");
 
     // So do a wrong cause and a wrong code.
     let case = "assistant-message-empty-provider";
     let Some(c) = Synthetic::new(&[], &[case]) else {
         return;
     };
+    let before = c.run(&Options::only(&[NEGATIVE]));
     c.edit_expected(case, |doc| {
         doc["results"]["inspect"]["error"]["cause"]["message"] = Value::from("another cause");
         doc["results"]["load"]["error"]["code"] = Value::from("E_SOMETHING");
     });
     let report = c.run(&Options::only(&[NEGATIVE]));
     assert_eq!(
-        failed(&report),
+        added(&before, &report),
         [
             format!("negative/{case} [results.inspect]"),
             format!("negative/{case} [results.load]")
@@ -291,6 +313,8 @@ fn a_listed_divergence_counts_apart_and_an_unlisted_one_fails() {
     let Some(c) = Synthetic::new(&[], &[listed]) else {
         return;
     };
+    let before = c.run(&Options::only(&[NEGATIVE]));
+    assert_eq!(before.divergences.len(), 3, "{}", before.summary());
     copy_tree(&c.negative(listed), &c.negative("number-exponent-copy"));
     let mut index = read_json(&c.dir.join("index.json"));
     index["negative"]
@@ -300,7 +324,7 @@ fn a_listed_divergence_counts_apart_and_an_unlisted_one_fails() {
     write_json(&c.dir.join("index.json"), &index);
     let report = c.run(&Options::only(&[NEGATIVE]));
     assert_eq!(
-        failed(&report),
+        added(&before, &report),
         [
             "negative/number-exponent-copy [results.inspect]",
             "negative/number-exponent-copy [results.load]",
@@ -309,24 +333,34 @@ fn a_listed_divergence_counts_apart_and_an_unlisted_one_fails() {
     );
     assert_eq!(report.divergences.len(), 3);
 
+    // A listed case whose difference is not the listed one is a failure.
+    std::fs::remove_dir_all(c.negative("number-exponent-copy")).unwrap();
+    write_json(&c.dir.join("index.json"), &{
+        let mut index = index;
+        index["negative"].as_array_mut().unwrap().pop();
+        index
+    });
+    let path = c.negative(listed).join("expected.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"n\":100}"));
+    std::fs::write(&path, text.replace("\"n\":100}", "\"n\":101}")).unwrap();
+    let report = c.run(&Options::only(&[NEGATIVE]));
+    assert_eq!(
+        added(&before, &report),
+        [
+            format!("negative/{listed} [results.inspect]"),
+            format!("negative/{listed} [results.load]"),
+            format!("negative/{listed} [results.readFrom]"),
+        ]
+    );
+    assert!(report.divergences.is_empty());
+
     // Without the sibling case it must read like, the null line's difference is unexplained.
     let Some(c) = Synthetic::new(&[], &["null-line-in-open-tail"]) else {
         return;
     };
     let report = c.run(&Options::only(&[NEGATIVE]));
     assert_eq!(failed(&report).len(), 4, "{:?}", failed(&report));
-    assert!(report.divergences.is_empty());
-
-    // A listed case whose difference is not the listed one is a failure.
-    let Some(c) = Synthetic::new(&[], &[listed]) else {
-        return;
-    };
-    let path = c.negative(listed).join("expected.json");
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains("\"n\":100}"));
-    std::fs::write(&path, text.replace("\"n\":100}", "\"n\":101}")).unwrap();
-    let report = c.run(&Options::only(&[NEGATIVE]));
-    assert_eq!(failed(&report).len(), 3, "{:?}", failed(&report));
     assert!(report.divergences.is_empty());
 }
 
@@ -336,10 +370,11 @@ fn an_expected_lone_surrogate_fails_its_check_only() {
     let Some(c) = Synthetic::new(&[], &[case]) else {
         return;
     };
+    let before = c.run(&Options::only(&[NEGATIVE]));
     let path = c.negative(case).join("expected.json");
     let text = std::fs::read_to_string(&path).unwrap();
     let needle = "\"message\":\"corrupt session log: unparsable committed event at line 34\"";
-    let pos = text.find(needle).expect("the load error");
+    let pos = text.find(needle).expect("the inspect error");
     let mut edited = text.clone();
     edited.replace_range(
         pos..pos + needle.len(),
@@ -347,14 +382,12 @@ fn an_expected_lone_surrogate_fails_its_check_only() {
     );
     std::fs::write(&path, edited).unwrap();
     let report = c.run(&Options::only(&[NEGATIVE]));
-    assert_eq!(failed(&report).len(), 1, "{:?}", failed(&report));
-    assert!(
-        report.failures[0]
-            .detail
-            .contains("lone UTF-16 surrogate \\ud800"),
-        "{}",
-        report.failures[0].detail
+    assert_eq!(
+        added(&before, &report),
+        [format!("negative/{case} [results.inspect]")]
     );
+    let detail = &failure(&report, "results.inspect").detail;
+    assert!(detail.contains("lone UTF-16 surrogate \\ud800"), "{detail}");
     assert!(report.passed > 0);
 }
 
@@ -396,7 +429,11 @@ fn golden_ends_with_the_three_counts_and_fails_on_a_failure() {
             .lines()
             .last()
             .unwrap()
-            .contains(", 1 failed, 3 known divergences"),
+            .ends_with(", 1 failed, 3 known divergences"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("FAIL negative/{case} [results.inspect]")),
         "{stdout}"
     );
 }

@@ -42,12 +42,7 @@ pub const CORPUS_OPTIONAL_ENV: &str = "SESSION_CORPUS_OPTIONAL";
 /// workspace. The directory is not checked; see [`require`].
 pub fn locate() -> PathBuf {
     std::env::var_os(CORPUS_ENV).map_or_else(
-        || {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../shared/corpus")
-                .components()
-                .collect()
-        },
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
         PathBuf::from,
     )
 }
