@@ -8,10 +8,10 @@ use session_core::{Event, Events};
 use super::{LayoutError, Mismatch};
 
 /// Written in place of a lone UTF-16 surrogate escape of a corpus document: U+10FFFF (a
-/// noncharacter that the corpus never holds), followed by the escape's four hex digits.
+/// noncharacter that the visible corpus does not hold), followed by the escape's four hex digits.
 const LONE_SURROGATE: char = '\u{10FFFF}';
 
-/// Replaces every `\\uXXXX` escape that is half of no surrogate pair with [`LONE_SURROGATE`]
+/// Replaces every `\uXXXX` escape that is half of no surrogate pair with [`LONE_SURROGATE`]
 /// and its hex digits, so that the document parses and only the checks that compare such a value
 /// fail (see [`unrepresentable`]). Backslashes occur only inside strings in valid JSON, so a
 /// plain scan over escapes is exact.
