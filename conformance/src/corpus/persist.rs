@@ -166,6 +166,9 @@ pub(crate) fn check_log(
                 let p = service(&tmp.0, compression)?;
                 let got = run_op(&p, op, &id).await;
                 let _ = p.dispose().await;
+                if key == "jsonl" && op == "load" {
+                    top_level(case, expected, &got, report);
+                }
                 compare(expected, &check, &got, &tmp.0)?;
                 if (read(&path)? != before) != changes {
                     return Err(Mismatch::from(if changes {
@@ -191,6 +194,29 @@ pub(crate) fn check_log(
         )?;
     }
     Ok(())
+}
+
+/// The top-level `header` (the `SessionHeader` that `load` returns) and `eventCount` of a log,
+/// against our `load` of its plain file.
+fn top_level(case: &str, expected: &Doc, got: &Outcome, report: &mut Report) {
+    let (header, count) = match got {
+        Ok((meta, events)) => (
+            Ok(meta.to_value()),
+            Ok(session_core::event::seq_value(events.len() as u64)),
+        ),
+        Err(e) => (
+            Err(format!("load failed: {e}")),
+            Err(format!("load failed: {e}")),
+        ),
+    };
+    for (key, actual) in [("header", header), ("eventCount", count)] {
+        let outcome = match (expected.req(key), actual) {
+            (Err(e), _) => Err(Mismatch::from(e.to_string())),
+            (Ok(_), Err(e)) => Err(Mismatch::from(e)),
+            (Ok(want), Ok(got)) => diff(want, &got),
+        };
+        report.record(Group::Persistence, case, key, outcome);
+    }
 }
 
 /// Writes the log's events with the recorded batch plan and compares the bytes with the
