@@ -45,3 +45,34 @@ pub fn turn_spans<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<TurnSp
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(ty: &str, seq: u64, data: &str) -> Event {
+        Event::appended(ty, seq, 0, Value::parse(data).unwrap(), None, None)
+    }
+
+    #[test]
+    fn closed_and_open_turns_and_a_stray_end() {
+        let events = [
+            event("turn/end", 0, r#"{"turn":0,"reason":{"kind":"completed"}}"#),
+            event("turn/start", 1, r#"{"turn":1}"#),
+            event(
+                "turn/end",
+                2,
+                r#"{"turn":1,"reason":{"kind":"interrupted"}}"#,
+            ),
+            event("turn/start", 3, r#"{"turn":2}"#),
+        ];
+        let spans = turn_spans(&events);
+        assert_eq!(spans.len(), 2, "the end before any start closes nothing");
+        assert_eq!(
+            (spans[0].start, spans[0].end, spans[0].reason.as_deref()),
+            (1, Some(2), Some("interrupted"))
+        );
+        assert_eq!(spans[0].turn, Value::parse("1").unwrap());
+        assert_eq!((spans[1].start, spans[1].end), (3, None));
+    }
+}
