@@ -9,8 +9,10 @@
 //!
 //! # The golden-corpus runner
 //!
-//! `cargo run -p conformance --bin golden -- <DIR>` checks every case of a directory laid out
-//! like the reference's corpus and ends with `N passed, M failed`. The same runner is a library
+//! `cargo run -p conformance --bin golden -- <DIR>` checks every case that the `index.json` of
+//! a directory laid out like the reference's corpus lists (and fails on any that is missing or
+//! unlisted), prints counts per group and ends with `N passed, M failed, K known divergences`
+//! (the deliberate differences of [`corpus::KNOWN_DIVERGENCES`]). The same runner is a library
 //! function, [`corpus::run`]:
 //!
 //! ```no_run
@@ -19,6 +21,9 @@
 //! let report = corpus::run("../shared/corpus".as_ref(), &Options::default())?;
 //! for failure in &report.failures {
 //!     eprintln!("{failure}");
+//! }
+//! for line in report.group_lines() {
+//!     println!("{line}");
 //! }
 //! println!("{}", report.summary());
 //! # Ok::<(), conformance::corpus::LayoutError>(())

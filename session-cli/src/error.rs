@@ -318,7 +318,8 @@ fn persist_location(error: &PersistError) -> Location {
         PersistError::Corruption { cause, .. } => {
             loc = persist_location(cause);
             if loc.seq.is_none() {
-                loc.seq = index_in(&cause.to_string());
+                let message = cause.to_string();
+                loc.seq = index_in(&message).or_else(|| number_after(&message, " at seq "));
             }
         }
         _ => {}
@@ -328,7 +329,12 @@ fn persist_location(error: &PersistError) -> Location {
 
 /// `N` from the first `at index N` in a message.
 fn index_in(message: &str) -> Option<u64> {
-    let rest = &message[message.find("at index ")? + "at index ".len()..];
+    number_after(message, "at index ")
+}
+
+/// The number that follows the first `marker` in a message.
+fn number_after(message: &str, marker: &str) -> Option<u64> {
+    let rest = &message[message.find(marker)? + marker.len()..];
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
 }

@@ -79,30 +79,16 @@ pub(crate) struct Report {
 
 /// Turns of a log.
 pub(crate) fn turns(events: impl IntoIterator<Item = Event>) -> Vec<Turn> {
-    let mut out: Vec<Turn> = Vec::new();
-    for e in events {
-        match e.event_type() {
-            "turn/start" => out.push(Turn {
-                turn: e.data().get("turn").cloned().unwrap_or_default(),
-                start: e.seq(),
-                end: None,
-                reason: None,
-            }),
-            "turn/end" => {
-                if let Some(open) = out.last_mut().filter(|t| t.end.is_none()) {
-                    open.end = Some(e.seq());
-                    open.reason = e
-                        .data()
-                        .get("reason")
-                        .and_then(|r| r.get("kind"))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    let events: Vec<Event> = events.into_iter().collect();
+    session_repair::turn_spans(&events)
+        .into_iter()
+        .map(|t| Turn {
+            turn: t.turn,
+            start: t.start,
+            end: t.end,
+            reason: t.reason,
+        })
+        .collect()
 }
 
 /// Counts events per type, in order of first appearance.

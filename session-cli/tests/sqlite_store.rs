@@ -8,7 +8,7 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::{Run, Temp, corpus, parallel, run, run_in};
+use common::{Run, Temp, corpus, corpus_index, parallel, run, run_in};
 use serde_json::Value;
 use session_core::json::Value as JsonValue;
 use session_persist::Backend;
@@ -17,14 +17,14 @@ use session_persist_sqlite::{SqliteBackend, SqliteConfig};
 
 /// Every corpus log (plain JSONL).
 fn corpus_logs() -> Vec<PathBuf> {
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(corpus().join("logs"))
-        .unwrap()
-        .map(|e| e.unwrap().path().join("session.jsonl"))
-        .filter(|p| p.is_file())
-        .collect();
-    logs.sort();
-    assert!(logs.len() >= 100, "{} corpus logs", logs.len());
-    logs
+    let Some(corpus) = corpus_index() else {
+        return Vec::new();
+    };
+    corpus
+        .logs()
+        .into_iter()
+        .map(|dir| dir.join("session.jsonl"))
+        .collect()
 }
 
 /// The session id in a log's header line.

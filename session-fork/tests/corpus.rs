@@ -12,19 +12,6 @@ use session_fork::{Error, ForkErrorCode, fork_session, resolve_boundary};
 use session_repair::interrupted_turn_closers;
 use session_surface::Session;
 
-fn corpus() -> PathBuf {
-    let dir = std::env::var_os("SESSION_CORPUS").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
-        PathBuf::from,
-    );
-    assert!(
-        dir.join("logs").is_dir(),
-        "golden corpus not found at {} (set SESSION_CORPUS)",
-        dir.display()
-    );
-    dir
-}
-
 fn read(path: &Path) -> Json {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -52,13 +39,17 @@ fn u(j: &Json) -> u64 {
 
 #[test]
 fn every_fork_case_matches_the_reference() {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus().join("logs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("forks.json").is_file())
+    let Some(corpus) = conformance::corpus::Corpus::require() else {
+        return;
+    };
+    let dirs: Vec<PathBuf> = corpus
+        .index
+        .logs
+        .iter()
+        .filter(|l| l.fork_cases > 0)
+        .map(|l| corpus.dir.join("logs").join(&l.name))
         .collect();
-    dirs.sort();
-    assert_eq!(dirs.len(), 101);
+    assert!(!dirs.is_empty(), "the corpus index lists fork cases");
     let mut cases = 0;
     for dir in dirs {
         let forks = read(&dir.join("forks.json"));

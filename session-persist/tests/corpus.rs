@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use common::{
     Doc, TempDir, copy_file, copy_tree, corpus, header, rootless, rt, texts, to_events, value_texts,
@@ -18,29 +18,22 @@ const ENCODINGS: [(Compression, &str, &str); 2] = [
     (Compression::Zstd, "zstd", "session.jsonl.zstd"),
 ];
 
-fn log_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus().join("logs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("expected.json").exists())
-        .collect();
-    dirs.sort();
-    assert!(dirs.len() >= 100, "corpus logs found: {}", dirs.len());
-    dirs
-}
-
-fn crash_dirs(log: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(log)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.is_dir()
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("crash-"))
-        })
-        .collect();
-    dirs.sort();
-    dirs
+/// Every log of the corpus index with its crash variants (`None`: the corpus is absent and
+/// skipping is allowed).
+fn log_dirs() -> Option<Vec<(PathBuf, Vec<PathBuf>)>> {
+    let corpus = corpus()?;
+    Some(
+        corpus
+            .index
+            .logs
+            .iter()
+            .map(|l| {
+                let dir = corpus.dir.join("logs").join(&l.name);
+                let crashes = l.crash.iter().map(|c| dir.join(&c.dir)).collect();
+                (dir, crashes)
+            })
+            .collect(),
+    )
 }
 
 /// The events as physically stored: `storedEvents` when the reference upgraded legacy shapes on
@@ -71,7 +64,8 @@ fn frames(buf: &[u8]) -> Vec<(usize, usize, Vec<u8>)> {
 #[test]
 fn corpus_logs_load_exactly() {
     let rt = rt();
-    for dir in log_dirs() {
+    let Some(logs) = log_dirs() else { return };
+    for (dir, _) in logs {
         let doc = Doc::open(&dir.join("expected.json"));
         let id = doc.str("sessionId");
         let expected = value_texts(&stored_events(&doc));
@@ -110,7 +104,8 @@ fn corpus_logs_load_exactly() {
 #[test]
 fn corpus_logs_rewrite_identically() {
     let rt = rt();
-    for dir in log_dirs() {
+    let Some(logs) = log_dirs() else { return };
+    for (dir, _) in logs {
         let doc = Doc::open(&dir.join("expected.json"));
         let id = doc.str("sessionId");
         let meta = header(&doc, &id);
@@ -163,10 +158,11 @@ fn corpus_crash_variants_load_and_repair_identically() {
     let mut variants = 0;
     let mut torn = 0;
     let mut salvaged = 0;
-    for dir in log_dirs() {
+    let Some(logs) = log_dirs() else { return };
+    for (dir, crashes) in logs {
         let log_doc = Doc::open(&dir.join("expected.json"));
         let id = log_doc.str("sessionId");
-        for crash in crash_dirs(&dir) {
+        for crash in crashes {
             let doc = Doc::open(&crash.join("expected.json"));
             for (compression, key, file) in ENCODINGS {
                 variants += 1;
@@ -281,12 +277,9 @@ const COORDINATOR_LEVEL: [&str; 3] = [
 #[test]
 fn corpus_negative_cases() {
     let rt = rt();
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus().join("negative"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    dirs.sort();
-    assert!(dirs.len() >= 35);
+    let Some(corpus) = corpus() else { return };
+    let dirs = corpus.negative_cases();
+    assert!(!dirs.is_empty(), "the corpus index lists negative cases");
     for dir in dirs {
         let case = dir.file_name().unwrap().to_string_lossy().into_owned();
         let doc = Doc::open(&dir.join("expected.json"));

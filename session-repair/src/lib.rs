@@ -39,6 +39,7 @@ mod error;
 mod invariant;
 mod observer;
 mod pairing;
+mod turns;
 
 pub use closers::{
     INTERRUPTED_RESULT_ID_PREFIX, TOOL_NOT_STARTED, TOOL_NOT_STARTED_ERROR, TOOL_NOT_STARTED_TEXT,
@@ -49,3 +50,4 @@ pub use error::{Error, Result};
 pub use invariant::{INVARIANT_PACKAGE, Invariant, InvariantError, Trace};
 pub use observer::InvariantObserver;
 pub use pairing::{ToolPairing, ToolPairingCache};
+pub use turns::{TurnSpan, turn_spans};

@@ -14,13 +14,6 @@ use session_store::{ForkSource, PrepareOptions, SeedSource, SessionStore, Shared
 
 const CLOCK: i64 = 1_767_225_600_000;
 
-fn corpus_dir() -> PathBuf {
-    std::env::var_os("SESSION_CORPUS_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
-        PathBuf::from,
-    )
-}
-
 fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
@@ -215,14 +208,17 @@ fn check_case(dir: &str, id: &str, expected: &Value, forks: &Value, case: &Value
 #[test]
 // session-core §6.2 against the golden corpus (logs/*/forks.json)
 fn corpus_fork_cases_match_the_reference() {
-    let logs = corpus_dir().join("logs");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&logs)
-        .unwrap_or_else(|e| panic!("corpus not found at {}: {e}", logs.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|p| p.join("forks.json").is_file())
+    let Some(corpus) = conformance::corpus::Corpus::require() else {
+        return;
+    };
+    let dirs: Vec<PathBuf> = corpus
+        .index
+        .logs
+        .iter()
+        .filter(|l| l.fork_cases > 0)
+        .map(|l| corpus.dir.join("logs").join(&l.name))
         .collect();
-    dirs.sort();
-    assert!(!dirs.is_empty(), "no forks.json in {}", logs.display());
+    assert!(!dirs.is_empty(), "the corpus index lists fork cases");
     let mut cases = 0usize;
     let mut ok_cases = 0usize;
     for dir in &dirs {

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers unwrap like the tests themselves
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use session_core::json::{self, Value};
@@ -13,19 +13,6 @@ use session_surface::{Session, SurfaceFold, fold_surface};
 
 /// The reference froze `Date.now()` here while generating the corpus.
 const CORPUS_NOW: i64 = 1_767_225_600_000;
-
-fn corpus_dir() -> PathBuf {
-    let dir = std::env::var_os("SESSION_CORPUS").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
-        PathBuf::from,
-    );
-    assert!(
-        dir.join("logs").is_dir(),
-        "golden corpus not found at {} (set SESSION_CORPUS)",
-        dir.display()
-    );
-    dir
-}
 
 /// A JSON text in JavaScript spelling, for comparing reference output with ours.
 fn js_text(v: &Value) -> String {
@@ -267,13 +254,13 @@ fn check_log(dir: &Path) -> usize {
 
 #[test]
 fn golden_corpus_logs() {
-    let logs = corpus_dir().join("logs");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&logs)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("expected.json").is_file())
-        .collect();
-    dirs.sort();
-    let checked: usize = dirs.iter().map(|d| check_log(d)).sum();
-    assert_eq!(checked, 102, "every log of the visible corpus is checked");
+    let Some(corpus) = conformance::corpus::Corpus::require() else {
+        return;
+    };
+    let checked: usize = corpus.logs().iter().map(|d| check_log(d)).sum();
+    assert_eq!(
+        checked,
+        corpus.index.logs.len(),
+        "every log of the corpus index is checked"
+    );
 }

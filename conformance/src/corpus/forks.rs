@@ -8,9 +8,9 @@ use session_core::json::Value;
 use session_core::{Event, FixedClock};
 use session_store::{ForkSource, PrepareOptions, SeedSource, SessionStore};
 
-use super::doc::{Doc, json_diff};
+use super::doc::{Doc, diff};
 use super::logs::CORPUS_CLOCK_MS;
-use super::{LayoutError, Report};
+use super::{Group, LayoutError, Mismatch, Report};
 
 pub(crate) fn check_forks(
     case: &str,
@@ -36,12 +36,12 @@ pub(crate) fn check_forks(
         let name = c.get("name").and_then(Value::as_str).unwrap_or("?");
         let check = format!("forks.{name}");
         let outcome = run_case(&parent_id, &events, &header, c);
-        report.record(case, &check, outcome);
+        report.record(Group::Forks, case, &check, outcome);
     }
     Ok(())
 }
 
-fn run_case(parent_id: &str, events: &[Value], header: &Value, c: &Value) -> Result<(), String> {
+fn run_case(parent_id: &str, events: &[Value], header: &Value, c: &Value) -> Result<(), Mismatch> {
     let store = SessionStore::new(Arc::new(FixedClock::new(CORPUS_CLOCK_MS)));
     let parent = store
         .prepare(
@@ -67,7 +67,7 @@ fn run_case(parent_id: &str, events: &[Value], header: &Value, c: &Value) -> Res
     match store.fork(ForkSource::Session(&parent), boundary, child_id) {
         Err(e) => {
             if want_ok {
-                return Err(format!("expected a child, got error: {e}"));
+                return Err(format!("expected a child, got error: {e}").into());
             }
             let err = result.get("error").cloned().unwrap_or_default();
             let actual = match &e {
@@ -81,14 +81,15 @@ fn run_case(parent_id: &str, events: &[Value], header: &Value, c: &Value) -> Res
                     ("message", Value::from(other.to_string())),
                 ]),
             };
-            json_diff(&err, &actual).map_or(Ok(()), Err)
+            diff(&err, &actual)
         }
         Ok(child) => {
             if !want_ok {
                 return Err(format!(
                     "expected error {}, got a child",
                     result.get("error").map(Value::to_json).unwrap_or_default()
-                ));
+                )
+                .into());
             }
             let parent_events = parent.read(session_surface::Session::events);
             let actual = child.read(|s| {
@@ -143,9 +144,10 @@ fn run_case(parent_id: &str, events: &[Value], header: &Value, c: &Value) -> Res
             let want = result.as_object().cloned().unwrap_or_default();
             for (key, want_value) in want.iter() {
                 let got = actual.get(key).cloned().unwrap_or(Value::Null);
-                if let Some(d) = json_diff(want_value, &got) {
-                    return Err(format!("{key}: {d}"));
-                }
+                diff(want_value, &got).map_err(|m| Mismatch {
+                    detail: format!("{key}: {}", m.detail),
+                    ..m
+                })?;
             }
             Ok(())
         }

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use session_core::chunk_rows::{self, Decoded};
 use session_core::json::{self, Value};
 use session_core::{Event, Events, FixedClock, SharedClock};
-use session_surface::{Session, derive_event_message, fold_surface};
+use session_surface::{Session, fold_surface};
 
-use super::doc::{Doc, json_diff, short, text_diff, to_events};
-use super::{LayoutError, Options, Report};
+use super::doc::{Doc, diff, short, text_diff, to_events};
+use super::index::LogEntry;
+use super::{Group, LayoutError, Mismatch, Options, Report};
 
 /// The frozen clock the corpus was generated with (2026-01-01T00:00:00Z).
 pub(crate) const CORPUS_CLOCK_MS: i64 = 1_767_225_600_000;
@@ -68,17 +69,17 @@ fn clock() -> SharedClock {
 
 pub(crate) fn check_log(
     dir: &Path,
-    name: &str,
+    log: &LogEntry,
     options: &Options,
     report: &mut Report,
 ) -> Result<(), LayoutError> {
-    let case = format!("logs/{name}");
+    let case = format!("logs/{}", log.name);
     let expected = Doc::open(&dir.join("expected.json"))?;
     let event_values = expected.event_list(expected.req("events")?)?;
     let events = match to_events(&event_values) {
         Ok(e) => e,
         Err(e) => {
-            report.record(&case, "events", Err(e));
+            report.record_str(Group::Session, &case, "events", Err(e));
             return Ok(());
         }
     };
@@ -88,19 +89,30 @@ pub(crate) fn check_log(
         .unwrap_or_default()
         .to_owned();
     if options.checks.contains(&Check::Reencode) {
-        report.record(&case, "reencode", reencode(&dir.join("session.jsonl")));
+        report.record_str(
+            Group::Reencode,
+            &case,
+            "reencode",
+            reencode(&dir.join("session.jsonl")),
+        );
     }
     if options.checks.contains(&Check::Pure) {
         check_pure(&case, &expected, &events, report)?;
     }
     if options.checks.contains(&Check::Session) {
+        report.record(
+            Group::Session,
+            &case,
+            "turns",
+            diff(expected.req("turns")?, &turns_value(&events)),
+        );
         check_session(&case, &id, &expected, &event_values, report)?;
     }
-    if options.checks.contains(&Check::Forks) && dir.join("forks.json").is_file() {
+    if options.checks.contains(&Check::Forks) && log.fork_cases > 0 {
         super::forks::check_forks(&case, &dir.join("forks.json"), &expected, report)?;
     }
     if options.checks.contains(&Check::Persistence) {
-        super::persist::check_log(&case, dir, &expected, report)?;
+        super::persist::check_log(&case, dir, log, &expected, report)?;
     }
     Ok(())
 }
@@ -131,23 +143,39 @@ fn reencode(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// `{start, end, turn}` of every turn, as the corpus's top-level `turns` records them.
+fn turns_value(events: &Events) -> Value {
+    Value::array(
+        session_repair::turn_spans(events.iter())
+            .into_iter()
+            .map(|t| {
+                Value::object([
+                    ("start", session_core::event::seq_value(t.start)),
+                    (
+                        "end",
+                        t.end.map_or(Value::Null, session_core::event::seq_value),
+                    ),
+                    ("turn", t.turn),
+                ])
+            }),
+    )
+}
+
 /// Compares an `{ok, value | error}` expectation with our outcome.
-pub(crate) fn expect_result(expected: &Value, actual: Result<Value, String>) -> Result<(), String> {
+pub(crate) fn expect_result(
+    expected: &Value,
+    actual: Result<Value, String>,
+) -> Result<(), Mismatch> {
     let ok = expected.get("ok").and_then(Value::as_bool).unwrap_or(false);
     match (ok, actual) {
-        (true, Ok(v)) => {
-            let want = expected.get("value").cloned().unwrap_or(Value::Null);
-            match json_diff(&want, &v) {
-                None => Ok(()),
-                Some(d) => Err(d),
-            }
-        }
-        (true, Err(e)) => Err(format!("expected success, got error: {e}")),
+        (true, Ok(v)) => diff(&expected.get("value").cloned().unwrap_or(Value::Null), &v),
+        (true, Err(e)) => Err(format!("expected success, got error: {e}").into()),
         (false, Ok(v)) => Err(format!(
             "expected error {}, got {}",
             short(expected.get("error").unwrap_or(&Value::Null)),
             short(&v)
-        )),
+        )
+        .into()),
         (false, Err(e)) => {
             let want = expected
                 .get("error")
@@ -157,7 +185,7 @@ pub(crate) fn expect_result(expected: &Value, actual: Result<Value, String>) -> 
             if want == e {
                 Ok(())
             } else {
-                Err(format!("expected error {want:?}, got {e:?}"))
+                Err(format!("expected error {want:?}, got {e:?}").into())
             }
         }
     }
@@ -201,31 +229,32 @@ fn check_pure(
     events: &Events,
     report: &mut Report,
 ) -> Result<(), LayoutError> {
-    let pure = "pure";
     report.record(
+        Group::Pure,
         case,
         "pure.isAppendSurfaceEvent",
-        json_diff(
+        diff(
             expected.req("pure.isAppendSurfaceEvent")?,
             &bools(events.iter().map(Event::is_append_surface_event)),
-        )
-        .map_or(Ok(()), Err),
+        ),
     );
     report.record(
+        Group::Pure,
         case,
         "pure.isReplacementSurfaceEvent",
-        json_diff(
+        diff(
             expected.req("pure.isReplacementSurfaceEvent")?,
             &bools(events.iter().map(Event::is_replacement_surface_event)),
-        )
-        .map_or(Ok(()), Err),
+        ),
     );
     report.record(
+        Group::Pure,
         case,
         "pure.foldSurface",
         expect_result(expected.req("pure.foldSurface")?, fold_value(events)),
     );
     report.record(
+        Group::Pure,
         case,
         "pure.foldRequestHeader",
         expect_result(
@@ -234,8 +263,9 @@ fn check_pure(
         ),
     );
     report.record(
+        Group::Pure,
         case,
-        &format!("{pure}.interruptedTurnClosers"),
+        "pure.interruptedTurnClosers",
         expect_result(
             expected.req("pure.interruptedTurnClosers")?,
             Ok(closers_value(events)),
@@ -256,7 +286,8 @@ fn check_session(
         Ok(s) => s,
         Err(e) => {
             let want_ok = expected.req("session.ok")?.as_bool().unwrap_or(false);
-            report.record(
+            report.record_str(
+                Group::Session,
                 case,
                 "session.construction",
                 if want_ok {
@@ -303,9 +334,10 @@ fn check_session(
     for (key, actual) in checks {
         let path = format!("session.{key}");
         report.record(
+            Group::Session,
             case,
             &path,
-            json_diff(expected.req(&path)?, &actual).map_or(Ok(()), Err),
+            diff(expected.req(&path)?, &actual),
         );
     }
     let results: Vec<(&str, Result<Value, String>)> = vec![
@@ -329,7 +361,12 @@ fn check_session(
     ];
     for (key, actual) in results {
         let path = format!("session.{key}");
-        report.record(case, &path, expect_result(expected.req(&path)?, actual));
+        report.record(
+            Group::Session,
+            case,
+            &path,
+            expect_result(expected.req(&path)?, actual),
+        );
     }
     // Surface replacements as a fresh fold reports them.
     if let Some(want) = expected.at("session.surfaceReplacements") {
@@ -337,27 +374,12 @@ fn check_session(
             .map(|v| v.get("replacements").cloned().unwrap_or_default())
             .unwrap_or_default();
         report.record(
+            Group::Session,
             case,
             "session.surfaceReplacements",
-            json_diff(want, &actual).map_or(Ok(()), Err),
+            diff(want, &actual),
         );
     }
-    // Every message derives from a stored event: the projection of each surface node.
-    let projected: Vec<Value> = session
-        .surface()
-        .nodes()
-        .iter()
-        .filter_map(|seq| session.event(seq).and_then(derive_event_message).cloned())
-        .collect();
-    report.record(
-        case,
-        "session.deriveEventMessage",
-        json_diff(
-            &Value::array(session.derive_messages().iter().cloned()),
-            &Value::array(projected),
-        )
-        .map_or(Ok(()), Err),
-    );
     check_tool_pairing(case, expected, &session, report)
 }
 
@@ -379,6 +401,7 @@ fn check_tool_pairing(
         ] {
             let want = c.get(key).cloned().unwrap_or_default();
             report.record(
+                Group::Session,
                 case,
                 &format!("session.toolPairing[{seq}].{key}"),
                 expect_result(&want, actual.map(Value::Bool).map_err(|e| e.to_string())),
@@ -390,6 +413,7 @@ fn check_tool_pairing(
         None => Ok(true),
     };
     report.record(
+        Group::Session,
         case,
         "session.toolPairingBalanced",
         expect_result(

@@ -17,9 +17,16 @@ use serde_json::Value;
 /// The built binary.
 pub const BIN: &str = env!("CARGO_BIN_EXE_sessionctl");
 
-/// The golden corpus (beside the checkout).
+/// The golden corpus directory (`conformance::corpus::locate`: `$SESSION_CORPUS`, else
+/// `../shared/corpus` beside the workspace).
 pub fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
+    conformance::corpus::locate()
+}
+
+/// The golden corpus and its index. Fails the test when the corpus is absent, unless
+/// `SESSION_CORPUS_OPTIONAL=1` (then `None`: the caller returns).
+pub fn corpus_index() -> Option<conformance::corpus::Corpus> {
+    conformance::corpus::Corpus::require()
 }
 
 /// One run of the binary.

@@ -664,7 +664,7 @@ fn zstd_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Pre
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
+    use std::path::PathBuf;
 
     use super::*;
     use crate::jsonl::frames::encode_frame;
@@ -806,7 +806,7 @@ mod tests {
     }
 
     fn corpus_files() -> Vec<(PathBuf, bool)> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus");
+        let root = conformance::corpus::locate();
         let mut out = Vec::new();
         let mut dirs = vec![root.join("logs"), root.join("negative")];
         while let Some(dir) = dirs.pop() {

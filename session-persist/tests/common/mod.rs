@@ -64,8 +64,9 @@ pub fn copy_tree(src: &Path, dst: &Path) {
     }
 }
 
-pub fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
+/// The golden corpus and its index (`None`: absent, and `SESSION_CORPUS_OPTIONAL=1`).
+pub fn corpus() -> Option<conformance::corpus::Corpus> {
+    conformance::corpus::Corpus::require()
 }
 
 /// A parsed corpus JSON document.
