@@ -146,8 +146,9 @@ pub enum Error {
         /// The session id.
         id: String,
     },
-    /// `AggregateError`: `failed to roll back append to "<path>"`, carrying the append error
-    /// and the rollback error.
+    /// `AggregateError`: `failed to roll back append to "<path>": <error>; the rollback also
+    /// failed: <rollback>`, carrying the append error and the rollback error (each names its
+    /// call, errno and path). The reference's message is the text before the first `:`.
     RollbackFailed {
         /// The session log.
         path: PathBuf,
@@ -155,6 +156,23 @@ pub enum Error {
         error: Box<Error>,
         /// The error that made the rollback fail.
         rollback: Box<Error>,
+    },
+    /// A first publication wrote and fsynced the whole log and linked it into place, but the
+    /// `fsync` of its directory failed: the log is on disk, its directory entry may not survive
+    /// a power loss. The batch is not acknowledged; the next publication of the same session by
+    /// this backend instance re-syncs the directories and writes only the events after the
+    /// published ones.
+    PublicationNotDurable {
+        /// The session id.
+        id: String,
+        /// The published log.
+        path: PathBuf,
+        /// Its length in bytes.
+        bytes: u64,
+        /// The seqs of the published events (first, last).
+        seqs: (u64, u64),
+        /// The failed directory `fsync`.
+        source: Box<Error>,
     },
     /// `session "<id>" is locked by another writer`: another process or backend instance holds
     /// the session's writer lock.
@@ -609,6 +627,7 @@ impl Error {
     pub fn code(&self) -> Option<&'static str> {
         match self {
             Error::Io { source, .. } => io_code(source),
+            Error::PublicationNotDurable { source, .. } => source.code(),
             Error::Shared(inner) => inner.code(),
             _ => None,
         }
@@ -775,9 +794,30 @@ impl fmt::Display for Error {
                 "refusing to materialize \"{id}\": a log already exists on disk (load/resume it \
                  instead)"
             ),
-            Error::RollbackFailed { path, .. } => {
-                write!(f, "failed to roll back append to \"{}\"", path.display())
-            }
+            Error::RollbackFailed {
+                path,
+                error,
+                rollback,
+            } => write!(
+                f,
+                "failed to roll back append to \"{}\": {error}; the rollback also failed: \
+                 {rollback}",
+                path.display()
+            ),
+            Error::PublicationNotDurable {
+                id,
+                path,
+                bytes,
+                seqs: (first, last),
+                source,
+            } => write!(
+                f,
+                "session \"{id}\": the log \"{}\" is on disk ({bytes} bytes: the header and \
+                 events {first}..={last}, written and fsynced), but its directory entry is not \
+                 durable: {source}; the batch is not acknowledged, and a retry re-syncs the \
+                 directories and writes only the events after seq {last}",
+                path.display()
+            ),
             Error::Locked { id, .. } => write!(f, "session \"{id}\" is locked by another writer"),
             Error::SealRefused { id, reason } => {
                 write!(f, "cannot seal session \"{id}\": {reason}")
@@ -973,6 +1013,7 @@ impl std::error::Error for Error {
             | Error::ZstdHeaderFrame { source }
             | Error::Encode { source } => Some(source),
             Error::RollbackFailed { error, .. } => Some(error.as_ref()),
+            Error::PublicationNotDurable { source, .. } => Some(source.as_ref()),
             Error::Corruption { cause, .. } => Some(cause.as_ref()),
             Error::Session(e) => Some(e),
             Error::Store(e) => Some(e),

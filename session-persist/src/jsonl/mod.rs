@@ -47,6 +47,7 @@ mod frames;
 mod header_line;
 mod list;
 mod lock;
+mod publication;
 mod read;
 mod repair;
 mod scanner;
@@ -159,6 +160,8 @@ pub(crate) struct Inner {
     pub(crate) pack_chunks: bool,
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) writers: Writers,
+    /// Publications whose directory `fsync` failed (see `publication`).
+    pub(crate) unsynced: publication::UnsyncedPublications,
     preflight: Mutex<Preflight>,
     closed: AtomicBool,
 }
@@ -483,6 +486,7 @@ impl JsonlBackend {
             pack_chunks,
             fs,
             writers: Writers::default(),
+            unsynced: publication::UnsyncedPublications::default(),
             preflight: Mutex::new(Preflight::Pending),
             closed: AtomicBool::new(false),
         };
