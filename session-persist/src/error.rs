@@ -433,6 +433,14 @@ pub enum Error {
     },
     /// A failure reported by a backend as plain text (the memory backend, test doubles).
     Backend(String),
+    /// A backend's own error, kept typed (its `source()`): displays it, with the reference's
+    /// class name (for example `AggregateError` for a failed `SQLite` rollback).
+    Foreign {
+        /// The reference's error class name.
+        name: &'static str,
+        /// The backend's error.
+        error: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// One failure observed by several waiters (a shared flush or load); displays the
     /// original.
     Shared(std::sync::Arc<Error>),
@@ -619,6 +627,7 @@ impl Error {
             | Error::InvalidCacheSize
             | Error::InvalidBatchDelay => "TypeError",
             Error::Shared(inner) => inner.name(),
+            Error::Foreign { name, .. } => name,
             _ => "Error",
         }
     }
@@ -1001,6 +1010,7 @@ impl fmt::Display for Error {
                 write!(f, "background write for session \"{id}\" was interrupted")
             }
             Error::Shared(inner) => write!(f, "{inner}"),
+            Error::Foreign { error, .. } => write!(f, "{error}"),
         }
     }
 }
@@ -1014,6 +1024,7 @@ impl std::error::Error for Error {
             | Error::Encode { source } => Some(source),
             Error::RollbackFailed { error, .. } => Some(error.as_ref()),
             Error::PublicationNotDurable { source, .. } => Some(source.as_ref()),
+            Error::Foreign { error, .. } => Some(error.as_ref()),
             Error::Corruption { cause, .. } => Some(cause.as_ref()),
             Error::Session(e) => Some(e),
             Error::Store(e) => Some(e),
