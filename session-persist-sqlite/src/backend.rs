@@ -18,9 +18,9 @@
 //! # Directory entries
 //!
 //! Every directory entry the backend creates is made durable before the database is used: the
-//! parent of each directory `validate_path` created, and the database's directory once the
-//! file was created, are fsynced (`SQLite` itself syncs the directory of the journal and WAL
-//! files it creates). A failed directory `fsync` fails the operation that needed it, so nothing
+//! parent of each directory `validate_path` created, and the database's directory at every
+//! open (the file may have been created by an earlier process that failed before syncing it),
+//! are fsynced (`SQLite` itself syncs the directory of the journal and WAL files it creates). A failed directory `fsync` fails the operation that needed it, so nothing
 //! stored under that directory is acknowledged; the directory stays pending and the next
 //! operation syncs it again. [`SqliteBackend::with_dir_sync`] replaces the `fsync` (fault
 //! injection).
@@ -154,7 +154,6 @@ impl Inner {
             }
         };
         state.resolved = Some(resolved.clone());
-        self.sync_dirs(state)?;
         Ok(match resolved {
             Resolved::Memory => None,
             Resolved::File(file) => Some(file),
@@ -190,13 +189,16 @@ impl Inner {
     ) -> Result<T> {
         if state.store.is_none() {
             let file = self.ensure_path(state)?;
-            if let Some(file) = &file
-                && path::create_file(file)?
-            {
-                state.unsynced_dirs.push(
-                    file.parent()
-                        .map_or_else(|| PathBuf::from("/"), Path::to_path_buf),
-                );
+            if let Some(file) = &file {
+                path::create_file(file)?;
+                // Also when the file existed: an earlier process may have created it and failed
+                // (or crashed) before its directory was synced.
+                let dir = file
+                    .parent()
+                    .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+                if !state.unsynced_dirs.contains(&dir) {
+                    state.unsynced_dirs.push(dir);
+                }
             }
             self.sync_dirs(state)?;
             let store = Store::open(
@@ -330,7 +332,8 @@ impl SqliteBackend {
     pub async fn validate_path(&self) -> Result<()> {
         self.blocking(|inner| {
             let mut state = lock(&inner.state);
-            inner.ensure_path(&mut state).map(|_| ())
+            inner.ensure_path(&mut state)?;
+            inner.sync_dirs(&mut state)
         })
         .await
     }

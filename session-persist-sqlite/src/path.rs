@@ -128,7 +128,7 @@ pub fn validate_file(path: &Path) -> Result<()> {
 }
 
 /// Creates the database file with mode 0600 unless it exists (`open(wx, 0o600)`), then
-/// re-validates it. Returns whether this call created it (its directory entry is then new).
+/// re-validates it. Returns whether this call created it.
 pub fn create_file(path: &Path) -> Result<bool> {
     let created = match OpenOptions::new()
         .write(true)

@@ -251,3 +251,49 @@ async fn a_flush_after_a_failed_publication_directory_fsync_succeeds_without_dup
     detach.detach();
     p.dispose().await.unwrap();
 }
+
+#[test]
+fn the_next_writer_of_a_log_syncs_its_directories_before_its_first_append() {
+    let tmp = TempDir::new("next-writer");
+    let m = meta("next");
+    let rt = common::rt();
+    // The first process published the log, but its directory fsync failed, and it exited.
+    {
+        let fs = FaultFs::new();
+        let first = open(&tmp.root(), &fs, Compression::None);
+        let session_dir = first.log_path(&m).unwrap();
+        let session_dir = session_dir.parent().unwrap().display().to_string();
+        fs.fail_next(Op::SyncDir, &session_dir, EIO);
+        rt.block_on(first.append_batch(&m, &turn_one()[..3], false))
+            .unwrap_err();
+        rt.block_on(first.close()).unwrap();
+    }
+    let fs = FaultFs::new();
+    let next = open(&tmp.root(), &fs, Compression::None);
+    let path = next.log_path(&m).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let session_dir = path.parent().unwrap().display().to_string();
+    // Its directory fsync fails: nothing is written, nothing acknowledged.
+    fs.fail_next(Op::SyncDir, &session_dir, EIO);
+    let err = rt
+        .block_on(next.append_batch(&m, &turn_one()[3..], true))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("EIO: Input/output error (os error 5), fsync '{session_dir}'")
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    // The retry syncs every directory of the path, then appends; later appends sync nothing.
+    fs.reset_calls();
+    rt.block_on(next.append_batch(&m, &turn_one()[3..4], true))
+        .unwrap();
+    assert_eq!(fs.calls(Op::SyncDir), 4);
+    assert_eq!(fs.calls_on(Op::SyncDir, &session_dir), 1);
+    rt.block_on(next.append_batch(&m, &turn_one()[4..], true))
+        .unwrap();
+    assert_eq!(fs.calls(Op::SyncDir), 4);
+    assert_eq!(
+        stored_seqs(&tmp.root(), Compression::None, "next"),
+        [0, 1, 2, 3, 4]
+    );
+}

@@ -7,8 +7,12 @@
 //! same log (the coordinator retries with the same first seq, possibly with more events) re-syncs
 //! every directory of the path and appends only the events after the published ones, instead of
 //! refusing the log it wrote itself as "already exists".
+//!
+//! Another instance (the next process) that appends to such a log must not rely on its entry
+//! either: the first append of each log by an instance fsyncs the log's directories once, unless
+//! this instance published the log itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
@@ -27,13 +31,30 @@ pub(crate) struct Unsynced {
     pub(crate) bytes: u64,
 }
 
-/// The unsynced publications of one backend instance, by log path.
+/// The unsynced publications of one backend instance, by log path, and the logs whose
+/// directories it synced.
 #[derive(Default)]
 pub(crate) struct UnsyncedPublications {
     map: Mutex<HashMap<PathBuf, Unsynced>>,
+    durable: Mutex<HashSet<PathBuf>>,
 }
 
 impl UnsyncedPublications {
+    /// Records that the directory entries of `path` are durable.
+    pub(crate) fn mark_durable(&self, path: &Path) {
+        self.durable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(path.to_path_buf());
+    }
+
+    fn is_durable(&self, path: &Path) -> bool {
+        self.durable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(path)
+    }
+
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Unsynced>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -123,6 +144,32 @@ impl Inner {
             append_bytes(&mut writer, &encoded)?;
         }
         self.unsynced.remove(path);
+        self.unsynced.mark_durable(path);
+        Ok(())
+    }
+
+    /// The directories whose entries lead to `path`, outermost first: the root's parent, the
+    /// root, the project and the session directory.
+    pub(crate) fn dir_chain<'a>(&'a self, path: &'a Path) -> Option<[&'a Path; 4]> {
+        let session_dir = path.parent()?;
+        let project_dir = session_dir.parent()?;
+        let root_parent = self.root.parent().unwrap_or(&self.root);
+        Some([root_parent, self.root.as_path(), project_dir, session_dir])
+    }
+
+    /// Before the first append of this instance to a log it did not publish: fsyncs the log's
+    /// directories, so that an entry a failed publication left unsynced is durable before
+    /// anything appended to it is acknowledged.
+    pub(crate) fn ensure_durable_entry(&self, path: &Path) -> Result<()> {
+        if self.unsynced.is_durable(path) {
+            return Ok(());
+        }
+        if let Some(dirs) = self.dir_chain(path) {
+            for dir in dirs {
+                self.sync_dir(dir)?;
+            }
+        }
+        self.unsynced.mark_durable(path);
         Ok(())
     }
 }

@@ -216,6 +216,7 @@ impl Inner {
             );
             return Err(not_durable(meta, &path, events, bytes, e));
         }
+        self.unsynced.mark_durable(&path);
         Ok(())
     }
 
@@ -243,6 +244,7 @@ impl Inner {
         let shared = self.writers.acquire(self.fs.as_ref(), &meta.id, &path)?;
         let mut writer = lock_writer(&shared);
         writer.verify(self.fs.as_ref(), true)?;
+        self.ensure_durable_entry(&path)?;
         append_bytes(&mut writer, &bytes)
     }
 }
