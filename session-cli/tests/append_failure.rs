@@ -183,9 +183,12 @@ fn a_later_flush_failing_names_what_is_on_disk_what_is_lost_and_the_input_to_fee
             .unwrap()
             .iter()
             .find(|row| row.get("type").and_then(|t| t.as_str()) == Some(ty))
-            .and_then(|row| row.get("count").and_then(|c| c.as_u64()))
+            .and_then(|row| row.get("count").and_then(serde_json::Value::as_u64))
     };
     assert_eq!(count("turn/start"), Some(1), "{stats:?}");
     assert_eq!(count("todo/write"), Some(3), "{stats:?}");
-    assert_eq!(stats.get("events").and_then(|c| c.as_u64()), Some(6));
+    assert_eq!(
+        stats.get("events").and_then(serde_json::Value::as_u64),
+        Some(6)
+    );
 }

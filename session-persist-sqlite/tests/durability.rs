@@ -349,8 +349,8 @@ fn a_failed_rollback_names_both_failures_and_stays_typed() {
     let e = Error::RollbackFailed {
         op: "append",
         path: "/data/sessions.db".into(),
-        error: Box::new(failure(10 | (4 << 8), "disk I/O error")), // SQLITE_IOERR_FSYNC
-        rollback: Box::new(failure(5, "database is locked")),      // SQLITE_BUSY
+        error: Box::new(failure(1034, "disk I/O error")), // SQLITE_IOERR_FSYNC
+        rollback: Box::new(failure(5, "database is locked")), // SQLITE_BUSY
     };
     assert_eq!(e.name(), "AggregateError");
     assert_eq!(

@@ -20,8 +20,13 @@
 //! The first append publishes header and batch atomically: directories are created (0700) and
 //! their parents synced, the content is written and synced under
 //! `<final>.<12 hex>.tmp` (0600, exclusive create), hard-linked to the final name (which never
-//! overwrites), and the session directory is synced. Later appends write and sync one batch; on
-//! failure the log is truncated back to its previous length.
+//! overwrites), and the session directory is synced. If that last sync fails the log is on disk
+//! but the batch is not acknowledged ([`Error::PublicationNotDurable`](crate::Error)); the
+//! next publication of the same batch re-syncs the directories and appends only the events
+//! after the published ones. Later appends write and sync one batch (the first append of an
+//! instance to a log it did not publish syncs the log's directories first); on failure the log
+//! is truncated back to its previous length, and a failed truncation is reported together with
+//! the original error and retried before the next write.
 //!
 //! # Single writer and no silent re-creation
 //!
