@@ -297,3 +297,28 @@ fn the_next_writer_of_a_log_syncs_its_directories_before_its_first_append() {
         [0, 1, 2, 3, 4]
     );
 }
+
+#[test]
+fn releasing_a_session_forgets_its_synced_directories_and_pending_publication() {
+    let tmp = TempDir::new("release-forgets");
+    let fs = FaultFs::new();
+    let backend = open(&tmp.root(), &fs, Compression::None);
+    let m = meta("rel");
+    let rt = common::rt();
+    rt.block_on(backend.append_batch(&m, &turn_one()[..2], false))
+        .unwrap();
+    // Published and synced by this instance: its appends sync no directory.
+    fs.reset_calls();
+    rt.block_on(backend.append_batch(&m, &turn_one()[2..3], true))
+        .unwrap();
+    assert_eq!(fs.calls(Op::SyncDir), 0);
+    // Once released, the next append takes the log over like a new writer: it syncs again.
+    rt.block_on(backend.release("rel")).unwrap();
+    rt.block_on(backend.append_batch(&m, &turn_one()[3..], true))
+        .unwrap();
+    assert_eq!(fs.calls(Op::SyncDir), 4);
+    assert_eq!(
+        stored_seqs(&tmp.root(), Compression::None, "rel"),
+        [0, 1, 2, 3, 4]
+    );
+}

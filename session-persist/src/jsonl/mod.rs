@@ -627,6 +627,7 @@ impl Backend for JsonlBackend {
         let id = id.to_owned();
         self.run(move |i| {
             i.writers.release(&id);
+            i.unsynced.release(&id);
             Ok(())
         })
         .await

@@ -12,7 +12,7 @@
 //! either: the first append of each log by an instance fsyncs the log's directories once, unless
 //! this instance published the log itself.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
@@ -25,6 +25,8 @@ use crate::error::{Error, Result};
 
 /// A log this instance published without a durable directory entry.
 pub(crate) struct Unsynced {
+    /// The session id.
+    pub(crate) id: String,
     /// The events of the published batch (their first seq is the log's first).
     pub(crate) events: Vec<Event>,
     /// The published length in bytes.
@@ -36,23 +38,29 @@ pub(crate) struct Unsynced {
 #[derive(Default)]
 pub(crate) struct UnsyncedPublications {
     map: Mutex<HashMap<PathBuf, Unsynced>>,
-    durable: Mutex<HashSet<PathBuf>>,
+    /// Logs whose directory entries this instance made durable, with their session ids.
+    durable: Mutex<HashMap<PathBuf, String>>,
 }
 
 impl UnsyncedPublications {
-    /// Records that the directory entries of `path` are durable.
-    pub(crate) fn mark_durable(&self, path: &Path) {
-        self.durable
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(path.to_path_buf());
+    fn durable(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, String>> {
+        self.durable.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that the directory entries of `path` (the log of session `id`) are durable.
+    pub(crate) fn mark_durable(&self, id: &str, path: &Path) {
+        self.durable().insert(path.to_path_buf(), id.to_owned());
     }
 
     fn is_durable(&self, path: &Path) -> bool {
-        self.durable
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(path)
+        self.durable().contains_key(path)
+    }
+
+    /// Forgets everything about session `id` (its writer was released): a later write by this
+    /// instance starts over as a new writer would.
+    pub(crate) fn release(&self, id: &str) {
+        self.durable().retain(|_, owner| owner != id);
+        self.map().retain(|_, u| u.id != id);
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Unsynced>> {
@@ -144,7 +152,7 @@ impl Inner {
             append_bytes(&mut writer, &encoded)?;
         }
         self.unsynced.remove(path);
-        self.unsynced.mark_durable(path);
+        self.unsynced.mark_durable(&meta.id, path);
         Ok(())
     }
 
@@ -160,7 +168,7 @@ impl Inner {
     /// Before the first append of this instance to a log it did not publish: fsyncs the log's
     /// directories, so that an entry a failed publication left unsynced is durable before
     /// anything appended to it is acknowledged.
-    pub(crate) fn ensure_durable_entry(&self, path: &Path) -> Result<()> {
+    pub(crate) fn ensure_durable_entry(&self, id: &str, path: &Path) -> Result<()> {
         if self.unsynced.is_durable(path) {
             return Ok(());
         }
@@ -169,7 +177,7 @@ impl Inner {
                 self.sync_dir(dir)?;
             }
         }
-        self.unsynced.mark_durable(path);
+        self.unsynced.mark_durable(id, path);
         Ok(())
     }
 }

@@ -210,13 +210,14 @@ impl Inner {
             self.unsynced.insert(
                 path.clone(),
                 Unsynced {
+                    id: meta.id.to_string(),
                     events: events.to_vec(),
                     bytes,
                 },
             );
             return Err(not_durable(meta, &path, events, bytes, e));
         }
-        self.unsynced.mark_durable(&path);
+        self.unsynced.mark_durable(&meta.id, &path);
         Ok(())
     }
 
@@ -244,7 +245,7 @@ impl Inner {
         let shared = self.writers.acquire(self.fs.as_ref(), &meta.id, &path)?;
         let mut writer = lock_writer(&shared);
         writer.verify(self.fs.as_ref(), true)?;
-        self.ensure_durable_entry(&path)?;
+        self.ensure_durable_entry(&meta.id, &path)?;
         append_bytes(&mut writer, &bytes)
     }
 }
