@@ -338,6 +338,73 @@ async fn a_full_file_system_during_an_append_says_no_space_and_keeps_the_stored_
     }
 }
 
+/// Set when the connection under test starts a `ROLLBACK`; its progress handler then interrupts.
+static ROLLBACK_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[allow(clippy::needless_pass_by_value)] // the signature `Connection::trace_v2` takes
+fn arm_on_rollback(event: rusqlite::trace::TraceEvent<'_>) {
+    if let rusqlite::trace::TraceEvent::Stmt(_, sql) = event
+        && sql.trim() == "ROLLBACK"
+    {
+        ROLLBACK_STARTED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_real_failed_rollback_is_an_aggregate_naming_both_failures() {
+    let dir = TempDir::new("rollback-real");
+    let db = dir.db();
+    let backend = backend_at(&db);
+    backend
+        .append_batch(&meta("s"), &[turn_start(0, 1)], false)
+        .await
+        .unwrap();
+    // From now on the connection interrupts every ROLLBACK it runs.
+    backend
+        .with_connection(|c| {
+            c.trace_v2(
+                rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
+                Some(arm_on_rollback),
+            );
+            c.progress_handler(
+                1,
+                Some(|| ROLLBACK_STARTED.load(std::sync::atomic::Ordering::SeqCst)),
+            )
+            .unwrap();
+        })
+        .await
+        .unwrap();
+    // A stale batch (seq 5, the stored next seq is 1) fails inside the transaction, and the
+    // ROLLBACK that follows is interrupted.
+    let e = backend
+        .append_batch(&meta("s"), &[step_start(5, 1, 1)], true)
+        .await
+        .unwrap_err();
+    assert!(ROLLBACK_STARTED.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(e.name(), "AggregateError", "{e}");
+    let p = db.display();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "session-persistence-sqlite append failed and rollback also failed: session s \
+             append starts at seq 5, stored next seq is 1, on '{p}'; the rollback failed: \
+             interrupted (code 9), on '{p}'"
+        )
+    );
+    let inner = e.source().unwrap().downcast_ref::<Error>().unwrap();
+    let Error::RollbackFailed {
+        error, rollback, ..
+    } = inner
+    else {
+        panic!("{inner:?}");
+    };
+    assert!(matches!(**error, Error::AppendStart { .. }), "{error:?}");
+    assert_eq!(rollback.sqlite_code(), Some(9)); // SQLITE_INTERRUPT
+    // Nothing of the batch was committed.
+    drop(backend);
+    assert_eq!(stored_seqs(&db, "s").await, [0]);
+}
+
 #[test]
 fn a_failed_rollback_names_both_failures_and_stays_typed() {
     let failure = |code: i32, text: &str| {
