@@ -175,11 +175,20 @@ impl Inner {
         if state.closed {
             return Err(Error::Closed);
         }
-        self.with_open_store(&mut state, f)
-            .map_err(|e| match &state.resolved {
-                Some(Resolved::File(file)) => classify_no_space(e, file),
-                _ => e,
-            })
+        let result = self.with_open_store(&mut state, f);
+        if matches!(result, Err(Error::RollbackFailed { .. }))
+            && matches!(state.resolved, Some(Resolved::File(_)))
+        {
+            // The connection may still be inside the failed transaction: closing it discards
+            // that transaction, and the next operation opens a fresh connection. (An in-memory
+            // database would be lost with its connection, so it keeps it.)
+            state.store = None;
+            self.open.store(false, Ordering::SeqCst);
+        }
+        result.map_err(|e| match &state.resolved {
+            Some(Resolved::File(file)) => classify_no_space(e, file),
+            _ => e,
+        })
     }
 
     fn with_open_store<T>(

@@ -400,9 +400,16 @@ async fn a_real_failed_rollback_is_an_aggregate_naming_both_failures() {
     };
     assert!(matches!(**error, Error::AppendStart { .. }), "{error:?}");
     assert_eq!(rollback.sqlite_code(), Some(9)); // SQLITE_INTERRUPT
-    // Nothing of the batch was committed.
-    drop(backend);
+    // Nothing of the batch was committed, and the backend is not stuck in the failed
+    // transaction: it reopened its connection (without the interrupting handler) and appends.
+    ROLLBACK_STARTED.store(false, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(stored_seqs(&db, "s").await, [0]);
+    backend
+        .append_batch(&meta("s"), &[step_start(1, 1, 1)], true)
+        .await
+        .unwrap();
+    backend.close().await.unwrap();
+    assert_eq!(stored_seqs(&db, "s").await, [0, 1]);
 }
 
 #[test]
