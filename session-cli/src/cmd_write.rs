@@ -11,6 +11,7 @@ use session_persist::{Backend, Compression};
 use session_store::{PrepareOptions, SessionPreparation, SharedSession};
 use session_surface::Draft;
 
+use crate::append_failure::{Accepted, flush_failure_hint};
 use crate::args::Invocation;
 use crate::args::{Database, StoreSpec, parse_store_spec};
 use crate::cmd_read::{inspect_events, open_target, require_store};
@@ -85,14 +86,28 @@ fn parse_line(text: &str) -> std::result::Result<Line, String> {
     Ok(Line::Draft(draft))
 }
 
-/// Flushes and acknowledges with `{"flushed":SEQ}` on stdout.
-fn barrier(store: &Store, session: &SharedSession, out: &mut Out) -> Result<()> {
+/// Flushes and acknowledges with `{"flushed":SEQ}` on stdout. A failure says what is on disk,
+/// what is lost when the process exits and what to run next.
+fn barrier(
+    store: &Store,
+    session: &SharedSession,
+    out: &mut Out,
+    accepted: &Accepted,
+    created: bool,
+) -> Result<()> {
     store
         .block_on(store.sessions.flush(session))
         .map_err(|e| match e {
             session_store::Error::Listener(inner) => Error::failed(
                 format!("flush failed: {inner}"),
-                Some("the events stay in memory only; check the store root and retry".into()),
+                Some(flush_failure_hint(
+                    store,
+                    &session.id(),
+                    session.seq(),
+                    accepted,
+                    created,
+                    &*inner,
+                )),
             ),
             other => store_err(&other),
         })?;
@@ -176,6 +191,7 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
 
     let mut rejected = 0usize;
     let mut total = 0usize;
+    let mut accepted = Accepted::default();
     let stdin = std::io::stdin();
     let mut err = std::io::stderr();
     for (i, line) in stdin.lock().lines().enumerate() {
@@ -188,12 +204,15 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
             continue;
         }
         match parse_line(text) {
-            Ok(Line::Flush) => barrier(&store, &session, out)?,
+            Ok(Line::Flush) => barrier(&store, &session, out, &accepted, create)?,
             Ok(Line::Draft(draft)) => {
                 total += 1;
-                if let Err(e) = session.append(draft) {
-                    rejected += 1;
-                    let _ = writeln!(err, "sessionctl: line {n}: rejected: {e}");
+                match session.append(draft) {
+                    Ok(event) => accepted.push(event.seq(), n),
+                    Err(e) => {
+                        rejected += 1;
+                        let _ = writeln!(err, "sessionctl: line {n}: rejected: {e}");
+                    }
                 }
             }
             Err(why) => {
@@ -203,7 +222,7 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
             }
         }
     }
-    barrier(&store, &session, out)?;
+    barrier(&store, &session, out, &accepted, create)?;
     store.close()?;
     if rejected > 0 {
         return Err(Error::failed(

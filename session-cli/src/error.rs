@@ -310,6 +310,7 @@ fn persist_location(error: &PersistError) -> Location {
         | PersistError::Replaced { path, .. }
         | PersistError::StaleRepair { path, .. }
         | PersistError::RollbackFailed { path, .. }
+        | PersistError::PublicationNotDurable { path, .. }
         | PersistError::Io { path, .. } => loc.file = Some(path.clone()),
         PersistError::LegacyEvent { seq, .. } | PersistError::MalformedLegacy { seq, .. } => {
             loc.seq = Some(*seq);

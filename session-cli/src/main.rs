@@ -29,6 +29,7 @@
 //!
 //! Exit codes: 0 success, 1 failure or violation, 2 usage error. See `docs/cli.md`.
 
+mod append_failure;
 mod args;
 mod cmd_read;
 mod cmd_verify;

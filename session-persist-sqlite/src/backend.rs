@@ -14,8 +14,26 @@
 //! checks the path, but opens nothing and creates no database file. The first storage
 //! operation validates the path if that has not happened, creates the file (mode 0600), checks
 //! it again and opens it. A failed open is not remembered: the next operation tries again.
+//!
+//! # Directory entries
+//!
+//! Every directory entry the backend creates is made durable before the database is used: the
+//! parent of each directory `validate_path` created, and the database's directory at every
+//! open (the file may have been created by an earlier process that failed before syncing it),
+//! are fsynced (`SQLite` itself syncs the directory of the journal and WAL files it creates). A failed directory `fsync` fails the operation that needed it, so nothing
+//! stored under that directory is acknowledged; the directory stays pending and the next
+//! operation syncs it again. [`SqliteBackend::with_dir_sync`] replaces the `fsync` (fault
+//! injection).
+//!
+//! # Running out of space
+//!
+//! `SQLite` reports a full file system as `database or disk is full`, or, in WAL mode, often as
+//! `disk I/O error` (growing the WAL index fails). Both become [`Error::NoSpace`] (`ENOSPC`)
+//! when the database's file system has less than [`LOW_SPACE_BYTES`](crate::LOW_SPACE_BYTES)
+//! left (`statvfs` right after the failure); other I/O errors keep `SQLite`'s text.
 
-use std::path::PathBuf;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -98,16 +116,22 @@ enum Resolved {
     File(PathBuf),
 }
 
+/// The directory `fsync` the backend uses (see [`SqliteBackend::with_dir_sync`]).
+pub type DirSync = Arc<dyn Fn(&Path) -> io::Result<()> + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     /// `None` until the path was validated.
     resolved: Option<Resolved>,
+    /// Directories whose entries changed and are not yet known to be durable.
+    unsynced_dirs: Vec<PathBuf>,
     store: Option<Store>,
     closed: bool,
 }
 
 struct Inner {
     config: SqliteConfig,
+    dir_sync: DirSync,
     state: Mutex<State>,
     /// Mirrors `state.store.is_some()`, readable without waiting for a running operation.
     open: AtomicBool,
@@ -124,7 +148,8 @@ impl Inner {
             None if self.config.path == MEMORY_PATH => Resolved::Memory,
             None => {
                 let file = path::resolve(&self.config.path)?;
-                path::prepare(&file)?;
+                let changed = path::prepare(&file)?;
+                state.unsynced_dirs.extend(changed);
                 Resolved::File(file)
             }
         };
@@ -135,13 +160,56 @@ impl Inner {
         })
     }
 
+    /// Fsyncs every pending directory, outermost first; the first failure stops and leaves it
+    /// and the ones after it pending.
+    fn sync_dirs(&self, state: &mut State) -> Result<()> {
+        while let Some(dir) = state.unsynced_dirs.first() {
+            (self.dir_sync)(dir).map_err(|e| Error::io("fsync", dir, e))?;
+            state.unsynced_dirs.remove(0);
+        }
+        Ok(())
+    }
+
     fn with_store<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
         let mut state = lock(&self.state);
         if state.closed {
             return Err(Error::Closed);
         }
+        let result = self.with_open_store(&mut state, f);
+        if matches!(result, Err(Error::RollbackFailed { .. }))
+            && matches!(state.resolved, Some(Resolved::File(_)))
+        {
+            // The connection may still be inside the failed transaction: closing it discards
+            // that transaction, and the next operation opens a fresh connection. (An in-memory
+            // database would be lost with its connection, so it keeps it.)
+            state.store = None;
+            self.open.store(false, Ordering::SeqCst);
+        }
+        result.map_err(|e| match &state.resolved {
+            Some(Resolved::File(file)) => classify_no_space(e, file),
+            _ => e,
+        })
+    }
+
+    fn with_open_store<T>(
+        &self,
+        state: &mut State,
+        f: impl FnOnce(&Store) -> Result<T>,
+    ) -> Result<T> {
         if state.store.is_none() {
-            let file = self.ensure_path(&mut state)?;
+            let file = self.ensure_path(state)?;
+            if let Some(file) = &file {
+                path::create_file(file)?;
+                // Also when the file existed: an earlier process may have created it and failed
+                // (or crashed) before its directory was synced.
+                let dir = file
+                    .parent()
+                    .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+                if !state.unsynced_dirs.contains(&dir) {
+                    state.unsynced_dirs.push(dir);
+                }
+            }
+            self.sync_dirs(state)?;
             let store = Store::open(
                 file.as_ref(),
                 self.config.journal_mode,
@@ -154,6 +222,55 @@ impl Inner {
             Some(store) => f(store),
             None => Err(Error::Closed),
         }
+    }
+}
+
+/// Bytes available to an unprivileged writer on the file system holding `path`.
+fn available_bytes(path: &Path) -> Option<u64> {
+    let dir = path.parent().unwrap_or(path);
+    let st = rustix::fs::statvfs(dir).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Reports a full file system as [`Error::NoSpace`] (see the module documentation).
+fn classify_no_space(error: Error, file: &Path) -> Error {
+    match error {
+        Error::Sqlite(sqlite) => {
+            let code = match &sqlite {
+                rusqlite::Error::SqliteFailure(e, _) => Some(e.code),
+                _ => None,
+            };
+            let candidate = matches!(
+                code,
+                Some(rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure)
+            );
+            if !candidate {
+                return Error::Sqlite(sqlite);
+            }
+            let available = available_bytes(file);
+            let full = code == Some(rusqlite::ErrorCode::DiskFull)
+                || available.is_some_and(|n| n < crate::LOW_SPACE_BYTES);
+            if full {
+                Error::NoSpace {
+                    path: file.to_path_buf(),
+                    detail: crate::error::NoSpace { sqlite, available },
+                }
+            } else {
+                Error::Sqlite(sqlite)
+            }
+        }
+        Error::RollbackFailed {
+            op,
+            path,
+            error,
+            rollback,
+        } => Error::RollbackFailed {
+            op,
+            path,
+            error: Box::new(classify_no_space(*error, file)),
+            rollback: Box::new(classify_no_space(*rollback, file)),
+        },
+        other => other,
     }
 }
 
@@ -175,6 +292,12 @@ impl std::fmt::Debug for SqliteBackend {
 impl SqliteBackend {
     /// A backend for `config`. Only the configuration is checked; nothing is touched on disk.
     pub fn new(config: SqliteConfig) -> Result<SqliteBackend> {
+        SqliteBackend::with_dir_sync(config, Arc::new(path::sync_dir))
+    }
+
+    /// A backend for `config` that fsyncs directories with `dir_sync` instead of opening the
+    /// directory and calling `fsync` (fault injection: a test makes it fail).
+    pub fn with_dir_sync(config: SqliteConfig, dir_sync: DirSync) -> Result<SqliteBackend> {
         if config.busy_timeout_ms > MAX_BUSY_TIMEOUT_MS {
             return Err(Error::InvalidConfig(
                 "busyTimeoutMs must be an integer between 0 and 2147483647",
@@ -183,6 +306,7 @@ impl SqliteBackend {
         Ok(SqliteBackend {
             inner: Arc::new(Inner {
                 config,
+                dir_sync,
                 state: Mutex::new(State::default()),
                 open: AtomicBool::new(false),
             }),
@@ -217,7 +341,8 @@ impl SqliteBackend {
     pub async fn validate_path(&self) -> Result<()> {
         self.blocking(|inner| {
             let mut state = lock(&inner.state);
-            inner.ensure_path(&mut state).map(|_| ())
+            inner.ensure_path(&mut state)?;
+            inner.sync_dirs(&mut state)
         })
         .await
     }

@@ -4,7 +4,9 @@
 //! whole messages. [`Error`] converts into [`session_persist::Error`] for the backend contract:
 //! I/O failures stay [`session_persist::Error::Io`], format refusals stay
 //! [`session_persist::Error::FormatUnsupported`], a closed store is
-//! [`session_persist::Error::Closed`], and everything else keeps its text in
+//! [`session_persist::Error::Closed`], a full file system is an `ENOSPC`
+//! [`session_persist::Error::Io`], a failed rollback stays typed in
+//! [`session_persist::Error::Foreign`] (`AggregateError`), and everything else keeps its text in
 //! [`session_persist::Error::Backend`].
 
 use std::fmt;
@@ -213,14 +215,27 @@ pub enum Error {
         /// The stored next seq.
         expected: u64,
     },
-    /// `AggregateError`: `session-persistence-sqlite <op> failed and rollback also failed`.
+    /// `AggregateError`: `session-persistence-sqlite <op> failed and rollback also failed`,
+    /// followed by both failures, each with its code and the database path.
     RollbackFailed {
         /// The operation (`append`, `repair`, `read`).
         op: &'static str,
+        /// The database path (or `:memory:`).
+        path: String,
         /// The error that made the transaction fail.
         error: Box<Error>,
         /// The error of the rollback.
         rollback: Box<Error>,
+    },
+    /// The file system holding the database has no space left: `SQLite` reported it full
+    /// (`SQLITE_FULL`), or an I/O error while the file system had almost no space left (in WAL
+    /// mode a full file system surfaces as `disk I/O error` from growing the `-shm` or `-wal`
+    /// file). Displays `ENOSPC: <NoSpace>, write '<path>'`.
+    NoSpace {
+        /// The database file.
+        path: PathBuf,
+        /// What `SQLite` reported and how much space was left.
+        detail: NoSpace,
     },
     /// The stored header names a log format version other than 0.
     FormatUnsupported(FormatRefusal),
@@ -234,6 +249,73 @@ pub enum Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Free space below which an `SQLite` I/O error on a file database is reported as `ENOSPC`:
+/// `SQLite` grows the WAL index in 32 KiB steps and writes whole pages, so a file system with
+/// less than this left cannot take a transaction's pages plus their WAL frames.
+pub const LOW_SPACE_BYTES: u64 = 1 << 20;
+
+/// Why a database write ran out of space: `SQLite`'s own error (its source) and the space the
+/// file system had left when it was checked.
+#[derive(Debug)]
+pub struct NoSpace {
+    /// `SQLite`'s error.
+    pub sqlite: rusqlite::Error,
+    /// Bytes available to this process on the database's file system (`statvfs`), when known.
+    pub available: Option<u64>,
+}
+
+impl fmt::Display for NoSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no space left on device (SQLite: ")?;
+        sqlite_text(&self.sqlite, f)?;
+        match self.available {
+            Some(n) => write!(f, "; {n} bytes free on the file system)"),
+            None => f.write_str(")"),
+        }
+    }
+}
+
+impl std::error::Error for NoSpace {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.sqlite)
+    }
+}
+
+/// `SQLite`'s message with its extended result code: `disk I/O error (code 4874)`.
+fn sqlite_text(e: &rusqlite::Error, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match e {
+        rusqlite::Error::SqliteFailure(code, Some(message)) => {
+            write!(f, "{message} (code {})", code.extended_code)
+        }
+        rusqlite::Error::SqliteFailure(code, None) => {
+            write!(f, "{code} (code {})", code.extended_code)
+        }
+        other => write!(f, "{other}"),
+    }
+}
+
+/// One failure of an aggregate: its text, `SQLite`'s extended code when it has one, and the
+/// database it happened on (I/O errors name their path themselves).
+struct Part<'a> {
+    error: &'a Error,
+    path: &'a str,
+}
+
+impl fmt::Display for Part<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.error {
+            Error::Sqlite(e) => {
+                sqlite_text(e, f)?;
+                write!(f, ", on '{}'", self.path)
+            }
+            Error::Io { .. } | Error::NoSpace { .. } | Error::RollbackFailed { .. } => {
+                write!(f, "{}", self.error)
+            }
+            other => write!(f, "{other}, on '{}'", self.path),
+        }
+    }
+}
 
 /// The Node error code of an I/O error, when one is known.
 pub(crate) fn io_code(e: &io::Error) -> Option<&'static str> {
@@ -295,6 +377,7 @@ impl Error {
     pub fn code(&self) -> Option<&'static str> {
         match self {
             Error::Io { source, .. } => io_code(source),
+            Error::NoSpace { .. } => Some("ENOSPC"),
             Error::PathHasNul { .. } => Some("ERR_INVALID_ARG_VALUE"),
             Error::BufferTooLarge { .. } => Some("ERR_BUFFER_TOO_LARGE"),
             Error::InvalidUtf8 => Some("ERR_ENCODING_INVALID_ENCODED_DATA"),
@@ -453,8 +536,22 @@ impl fmt::Display for Error {
                 "session {id} repair is stale: closer starts at seq {seq}, stored next seq is \
                  {expected}"
             ),
-            Error::RollbackFailed { op, .. } => {
-                write!(f, "{BACKEND_NAME} {op} failed and rollback also failed")
+            Error::RollbackFailed {
+                op,
+                path,
+                error,
+                rollback,
+            } => write!(
+                f,
+                "{BACKEND_NAME} {op} failed and rollback also failed: {}; the rollback failed: {}",
+                Part { error, path },
+                Part {
+                    error: rollback,
+                    path
+                }
+            ),
+            Error::NoSpace { path, detail } => {
+                write!(f, "ENOSPC: {detail}, write '{}'", path.display())
             }
             Error::FormatUnsupported(refusal) => write!(f, "{refusal}"),
             Error::ForeignMarker => write!(
@@ -475,6 +572,7 @@ impl std::error::Error for Error {
             Error::Json(e) => Some(e),
             Error::NoStoreIdentity { cause: Some(c), .. } => Some(c.as_ref()),
             Error::RollbackFailed { error, .. } => Some(error.as_ref()),
+            Error::NoSpace { detail, .. } => Some(detail),
             _ => None,
         }
     }
@@ -490,6 +588,11 @@ impl From<Error> for session_persist::Error {
     fn from(e: Error) -> session_persist::Error {
         match e {
             Error::Io { op, path, source } => session_persist::Error::Io { op, path, source },
+            Error::NoSpace { path, detail } => session_persist::Error::Io {
+                op: "write",
+                path,
+                source: io::Error::new(io::ErrorKind::StorageFull, detail),
+            },
             Error::FormatUnsupported(refusal) => session_persist::Error::FormatUnsupported {
                 refusal,
                 location: None,
@@ -501,6 +604,10 @@ impl From<Error> for session_persist::Error {
                 backend: BACKEND_NAME.to_owned(),
             },
             Error::Task(message) => session_persist::Error::Task { message },
+            rollback @ Error::RollbackFailed { .. } => session_persist::Error::Foreign {
+                name: rollback.name(),
+                error: Box::new(rollback),
+            },
             other => session_persist::Error::Backend(other.to_string()),
         }
     }

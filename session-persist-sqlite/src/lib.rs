@@ -79,9 +79,9 @@ mod store;
 pub mod uuid;
 
 pub use backend::{
-    DEFAULT_BUSY_TIMEOUT_MS, MAX_BUSY_TIMEOUT_MS, RowStats, SqliteBackend, SqliteConfig,
+    DEFAULT_BUSY_TIMEOUT_MS, DirSync, MAX_BUSY_TIMEOUT_MS, RowStats, SqliteBackend, SqliteConfig,
 };
-pub use error::{Error, Result};
+pub use error::{Error, LOW_SPACE_BYTES, NoSpace, Result};
 pub use rusqlite;
 
 /// The backend's name, used in diagnostics.

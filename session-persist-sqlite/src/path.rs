@@ -42,19 +42,50 @@ fn current_uid() -> u32 {
 }
 
 /// Creates the parent directory (recursively, mode 0700) and checks it and any existing
-/// database file (service initialization; nothing is opened).
-pub fn prepare(path: &Path) -> Result<()> {
+/// database file (service initialization; nothing is opened). Returns the directories whose
+/// entries changed (the parent of every directory created, outermost first): they must be
+/// fsynced before anything stored under them is acknowledged.
+pub fn prepare(path: &Path) -> Result<Vec<PathBuf>> {
     let parent = parent_of(path);
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&parent)
-        .map_err(|e| Error::io("mkdir", &parent, e))?;
+    let changed = create_dir_all(&parent)?;
     validate_parent(&parent)?;
     match validate_file(path) {
-        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(()),
-        other => other,
+        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(changed),
+        Err(e) => Err(e),
+        Ok(()) => Ok(changed),
     }
+}
+
+/// `mkdir -p` with mode 0700 that reports the parents of the directories it created.
+fn create_dir_all(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(p) = at {
+        match fs::metadata(p) {
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                missing.push(p.to_path_buf());
+                at = p.parent();
+            }
+            Err(e) => return Err(Error::io("mkdir", dir, e)),
+        }
+    }
+    let mut changed = Vec::new();
+    for p in missing.iter().rev() {
+        match DirBuilder::new().mode(0o700).create(p) {
+            Ok(()) => changed.push(parent_of(p)),
+            // Created concurrently: someone else's entry, synced by its creator.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            Err(e) => return Err(Error::io("mkdir", dir, e)),
+        }
+    }
+    Ok(changed)
+}
+
+/// `fsync` of a directory, as a new database's directory entries need it (`SQLite` syncs the
+/// directory of the journal and WAL files it creates, but not of the database file).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
 }
 
 fn parent_of(path: &Path) -> PathBuf {
@@ -97,19 +128,20 @@ pub fn validate_file(path: &Path) -> Result<()> {
 }
 
 /// Creates the database file with mode 0600 unless it exists (`open(wx, 0o600)`), then
-/// re-validates it.
-pub fn create_file(path: &Path) -> Result<()> {
-    match OpenOptions::new()
+/// re-validates it. Returns whether this call created it.
+pub fn create_file(path: &Path) -> Result<bool> {
+    let created = match OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
     {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Ok(_) => true,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
         Err(e) => return Err(Error::io("open", path, e)),
-    }
-    validate_file(path)
+    };
+    validate_file(path)?;
+    Ok(created)
 }
 
 /// The store identity of a file database, `file:<dev>:<ino>:<birthtimeNs>`, from the file's

@@ -37,8 +37,8 @@ pub(crate) struct StoredMeta {
 }
 
 impl Store {
-    /// Opens (creating when needed) and configures the database at `file` (`None`: in
-    /// memory). The deadline for busy journal-mode retries starts now.
+    /// Opens and configures the database at `file` (`None`: in memory), which the caller
+    /// created. The deadline for busy journal-mode retries starts now.
     pub(crate) fn open(
         file: Option<&PathBuf>,
         mode: JournalMode,
@@ -48,7 +48,6 @@ impl Store {
         let (conn, path_text) = match file {
             None => (Connection::open_in_memory()?, MEMORY_PATH.to_owned()),
             Some(file) => {
-                path::create_file(file)?;
                 let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
                     | OpenFlags::SQLITE_OPEN_CREATE
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -97,10 +96,17 @@ impl Store {
     // ---- transactions ----
 
     fn rollback(&self, error: Error, op: &'static str) -> Error {
+        // Some failures (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, an interrupt) make SQLite roll
+        // the transaction back itself; a ROLLBACK then fails with "no transaction is active",
+        // which is no second failure.
+        if self.conn.is_autocommit() {
+            return error;
+        }
         match self.conn.execute_batch(sql::ROLLBACK) {
             Ok(()) => error,
             Err(rollback) => Error::RollbackFailed {
                 op,
+                path: self.path.clone(),
                 error: Box::new(error),
                 rollback: Box::new(Error::Sqlite(rollback)),
             },

@@ -148,8 +148,9 @@ pub enum Error {
         /// The session id.
         id: String,
     },
-    /// `AggregateError`: `failed to roll back append to "<path>"`, carrying the append error
-    /// and the rollback error.
+    /// `AggregateError`: `failed to roll back append to "<path>": <error>; the rollback also
+    /// failed: <rollback>`, carrying the append error and the rollback error (each names its
+    /// call, errno and path). The reference's message is the text before the first `:`.
     RollbackFailed {
         /// The session log.
         path: PathBuf,
@@ -157,6 +158,23 @@ pub enum Error {
         error: Box<Error>,
         /// The error that made the rollback fail.
         rollback: Box<Error>,
+    },
+    /// A first publication wrote and fsynced the whole log and linked it into place, but the
+    /// `fsync` of its directory failed: the log is on disk, its directory entry may not survive
+    /// a power loss. The batch is not acknowledged; the next publication of the same session by
+    /// this backend instance re-syncs the directories and writes only the events after the
+    /// published ones.
+    PublicationNotDurable {
+        /// The session id.
+        id: String,
+        /// The published log.
+        path: PathBuf,
+        /// Its length in bytes.
+        bytes: u64,
+        /// The seqs of the published events (first, last).
+        seqs: (u64, u64),
+        /// The failed directory `fsync`.
+        source: Box<Error>,
     },
     /// `session "<id>" is locked by another writer`: another process or backend instance holds
     /// the session's writer lock.
@@ -436,6 +454,14 @@ pub enum Error {
     },
     /// A failure reported by a backend as plain text (the memory backend, test doubles).
     Backend(String),
+    /// A backend's own error, kept typed (its `source()`): displays it, with the reference's
+    /// class name (for example `AggregateError` for a failed `SQLite` rollback).
+    Foreign {
+        /// The reference's error class name.
+        name: &'static str,
+        /// The backend's error.
+        error: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// One failure observed by several waiters (a shared flush or load); displays the
     /// original.
     Shared(std::sync::Arc<Error>),
@@ -622,6 +648,7 @@ impl Error {
             | Error::InvalidCacheSize
             | Error::InvalidBatchDelay => "TypeError",
             Error::Shared(inner) => inner.name(),
+            Error::Foreign { name, .. } => name,
             _ => "Error",
         }
     }
@@ -630,6 +657,7 @@ impl Error {
     pub fn code(&self) -> Option<&'static str> {
         match self {
             Error::Io { source, .. } => io_code(source),
+            Error::PublicationNotDurable { source, .. } => source.code(),
             Error::Shared(inner) => inner.code(),
             _ => None,
         }
@@ -806,9 +834,30 @@ impl fmt::Display for Error {
                 "refusing to materialize \"{id}\": a log already exists on disk (load/resume it \
                  instead)"
             ),
-            Error::RollbackFailed { path, .. } => {
-                write!(f, "failed to roll back append to \"{}\"", path.display())
-            }
+            Error::RollbackFailed {
+                path,
+                error,
+                rollback,
+            } => write!(
+                f,
+                "failed to roll back append to \"{}\": {error}; the rollback also failed: \
+                 {rollback}",
+                path.display()
+            ),
+            Error::PublicationNotDurable {
+                id,
+                path,
+                bytes,
+                seqs: (first, last),
+                source,
+            } => write!(
+                f,
+                "session \"{id}\": the log \"{}\" is on disk ({bytes} bytes: the header and \
+                 events {first}..={last}, written and fsynced), but its directory entry is not \
+                 durable: {source}; the batch is not acknowledged, and a retry re-syncs the \
+                 directories and writes only the events after seq {last}",
+                path.display()
+            ),
             Error::Locked { id, .. } => write!(f, "session \"{id}\" is locked by another writer"),
             Error::SealRefused { id, reason } => {
                 write!(f, "cannot seal session \"{id}\": {reason}")
@@ -1006,6 +1055,7 @@ impl fmt::Display for Error {
                 write!(f, "background write for session \"{id}\" was interrupted")
             }
             Error::Shared(inner) => write!(f, "{inner}"),
+            Error::Foreign { error, .. } => write!(f, "{error}"),
         }
     }
 }
@@ -1018,6 +1068,8 @@ impl std::error::Error for Error {
             | Error::ZstdHeaderFrame { source }
             | Error::Encode { source } => Some(source),
             Error::RollbackFailed { error, .. } => Some(error.as_ref()),
+            Error::PublicationNotDurable { source, .. } => Some(source.as_ref()),
+            Error::Foreign { error, .. } => Some(error.as_ref()),
             Error::Corruption { cause, .. } => Some(cause.as_ref()),
             Error::Session(e) => Some(e),
             Error::Store(e) => Some(e),

@@ -624,9 +624,14 @@ fn append_and_rollback_failure_is_an_aggregate_error() {
         .block_on(backend.append_batch(&m, &batch, true))
         .unwrap_err();
     assert_eq!(err.name(), "AggregateError");
+    let p = path.display();
     assert_eq!(
         err.to_string(),
-        format!("failed to roll back append to \"{}\"", path.display())
+        format!(
+            "failed to roll back append to \"{p}\": EIO: Input/output error (os error 5), fsync \
+             '{p}'; the rollback also failed: ENOSPC: No space left on device (os error 28), \
+             ftruncate '{p}'"
+        )
     );
     match &err {
         Error::RollbackFailed {

@@ -20,8 +20,13 @@
 //! The first append publishes header and batch atomically: directories are created (0700) and
 //! their parents synced, the content is written and synced under
 //! `<final>.<12 hex>.tmp` (0600, exclusive create), hard-linked to the final name (which never
-//! overwrites), and the session directory is synced. Later appends write and sync one batch; on
-//! failure the log is truncated back to its previous length.
+//! overwrites), and the session directory is synced. If that last sync fails the log is on disk
+//! but the batch is not acknowledged ([`Error::PublicationNotDurable`](crate::Error)); the
+//! next publication of the same batch re-syncs the directories and appends only the events
+//! after the published ones. Later appends write and sync one batch (the first append of an
+//! instance to a log it did not publish syncs the log's directories first); on failure the log
+//! is truncated back to its previous length, and a failed truncation is reported together with
+//! the original error and retried before the next write.
 //!
 //! # Single writer and no silent re-creation
 //!
@@ -47,6 +52,7 @@ mod frames;
 mod header_line;
 mod list;
 mod lock;
+mod publication;
 mod read;
 mod repair;
 mod scanner;
@@ -170,6 +176,8 @@ pub(crate) struct Inner {
     pub(crate) pack_chunks: bool,
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) writers: Writers,
+    /// Publications whose directory `fsync` failed (see `publication`).
+    pub(crate) unsynced: publication::UnsyncedPublications,
     preflight: Mutex<Preflight>,
     closed: AtomicBool,
 }
@@ -517,6 +525,7 @@ impl JsonlBackend {
             pack_chunks,
             fs,
             writers: Writers::default(),
+            unsynced: publication::UnsyncedPublications::default(),
             preflight: Mutex::new(Preflight::Pending),
             closed: AtomicBool::new(false),
         };
@@ -677,6 +686,7 @@ impl Backend for JsonlBackend {
         let id = id.to_owned();
         self.run(move |i| {
             i.writers.release(&id);
+            i.unsynced.release(&id);
             Ok(())
         })
         .await

@@ -44,6 +44,7 @@ impl Inner {
         let shared = self.writers.acquire(self.fs.as_ref(), &meta.id, &path)?;
         let mut writer = lock_writer(&shared);
         writer.verify(self.fs.as_ref(), truncate_to.is_none())?;
+        self.ensure_durable_entry(&meta.id, &path)?;
         if let Some(cut) = truncate_to {
             let len = writer
                 .file

@@ -13,6 +13,7 @@ use super::fs::write_all;
 use super::header_line::to_header_line;
 use super::layout::file_name;
 use super::lock::{Writer, lock_writer};
+use super::publication::{Unsynced, not_durable};
 use super::{Compression, layout};
 use crate::error::{Error, Result};
 
@@ -134,6 +135,11 @@ impl Inner {
         else {
             return Err(Error::UnnameableHeader { path });
         };
+        let root_parent = self.root.parent().unwrap_or(&self.root);
+        let dirs = [root_parent, self.root.as_path(), project_dir, session_dir];
+        if let Some(resumed) = self.resume_publication(meta, &path, &dirs, events) {
+            return resumed;
+        }
         let opposite = session_dir.join(file_name(self.compression.opposite()));
         if self.exists(&opposite)? {
             return Err(self.mismatch(opposite));
@@ -141,7 +147,7 @@ impl Inner {
         let content = self.encode_new_log(meta, events)?;
 
         self.ensure_dir_all(&self.root)?;
-        self.sync_dir(self.root.parent().unwrap_or(&self.root))?;
+        self.sync_dir(root_parent)?;
         self.ensure_dir(project_dir)?;
         self.sync_dir(&self.root)?;
         self.ensure_dir(session_dir)?;
@@ -191,15 +197,28 @@ impl Inner {
         let synced = self.sync_dir(session_dir);
         cleanup(self.fs.as_ref());
         let identity = identity?;
+        let bytes = content.len() as u64;
         self.writers.insert(Writer {
             id: meta.id.to_string(),
-            path,
+            path: path.clone(),
             file,
             identity,
-            len: content.len() as u64,
+            len: bytes,
             rollback_pending: false,
         });
-        synced
+        if let Err(e) = synced {
+            self.unsynced.insert(
+                path.clone(),
+                Unsynced {
+                    id: meta.id.to_string(),
+                    events: events.to_vec(),
+                    bytes,
+                },
+            );
+            return Err(not_durable(meta, &path, events, bytes, e));
+        }
+        self.unsynced.mark_durable(&meta.id, &path);
+        Ok(())
     }
 
     /// Creates `<final>.<12 hex>.tmp` exclusively with mode 0600.
@@ -226,6 +245,7 @@ impl Inner {
         let shared = self.writers.acquire(self.fs.as_ref(), &meta.id, &path)?;
         let mut writer = lock_writer(&shared);
         writer.verify(self.fs.as_ref(), true)?;
+        self.ensure_durable_entry(&meta.id, &path)?;
         append_bytes(&mut writer, &bytes)
     }
 }
