@@ -1,0 +1,107 @@
+//! serde support for [`Value`]: `Serialize` and `Deserialize` for the tree, a serializer that
+//! builds a [`Value`] from any `Serialize` type ([`to_value`]) and a deserializer that reads any
+//! `Deserialize` type out of a [`Value`] ([`from_value`]).
+//!
+//! Round trips between [`Value`] and these two are lossless: key order and every number's
+//! spelling survive. serde has no way to pass a number's spelling through its data model, and
+//! serde_json's `arbitrary_precision` token would turn numbers into objects for every other
+//! format, so [`Value`]'s own impls hand the exact [`Number`] beside the `serialize_*` /
+//! `visit_*` call through a thread-local slot ([`offer`]); only this module's serializer and
+//! deserializer read it, and only when it matches the value in the call. Other formats see
+//! the number's value (integers as integers).
+//!
+//! Values built from Rust types follow the rules of a live `append` (see
+//! [`super::is_appendable`]): NaN, infinities, `-0` and integers outside ±(2^53 − 1) are
+//! refused with a [`SerdeError`] naming where they were.
+
+mod de;
+mod error;
+mod ser;
+
+use std::cell::{Cell, RefCell};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use error::{PathSegment, SerdeError, SerdeErrorKind};
+
+use super::{Number, Value};
+
+/// The deepest nesting that serde conversions of a [`Value`] follow (serde recurses once per
+/// level). Deeper values are refused with [`SerdeErrorKind::TooDeep`]; the lossless parser and
+/// writer have no such limit.
+pub const SERDE_MAX_DEPTH: usize = 128;
+
+/// Serializes `value` into a [`Value`] (losslessly for [`Value`]s and the vocabulary).
+pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, SerdeError> {
+    value.serialize(ser::ValueSerializer)
+}
+
+/// Deserializes a `T` out of `value`; strings may be borrowed from it.
+pub fn from_value<'de, T: Deserialize<'de>>(value: &'de Value) -> Result<T, SerdeError> {
+    T::deserialize(de::ValueDeserializer::new(value))
+}
+
+/// Deserializes an owned `T` out of `value`.
+pub fn from_value_owned<T: DeserializeOwned>(value: &Value) -> Result<T, SerdeError> {
+    T::deserialize(de::ValueDeserializer::new(value))
+}
+
+thread_local! {
+    /// The number whose `serialize_*` / `visit_*` call is in progress (see the module docs).
+    static OFFERED: RefCell<Option<Number>> = const { RefCell::new(None) };
+    /// How deep the `Serialize` / `Deserialize` impls of [`Value`] currently are.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Runs `f` (one leaf `serialize_*` or `visit_*` call for `n`) with `n` offered; returns its
+/// result and whether this module took the offer.
+pub(super) fn offer<R>(n: &Number, f: impl FnOnce() -> R) -> (R, bool) {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            OFFERED.with(|o| o.borrow_mut().take());
+        }
+    }
+    OFFERED.with(|o| *o.borrow_mut() = Some(n.clone()));
+    let clear = Clear;
+    let r = f();
+    let taken = OFFERED.with(|o| o.borrow().is_none());
+    drop(clear);
+    (r, taken)
+}
+
+/// The offered number, if one is offered and has the value `v` (a leaf call for another value
+/// never picks it up).
+pub(super) fn take_offered(v: f64) -> Option<Number> {
+    OFFERED
+        .with(|o| o.borrow_mut().take())
+        .filter(|n| n.as_f64() == v || (n.as_f64().is_nan() && v.is_nan()))
+}
+
+/// One level of nesting in the impls of [`Value`]; `None` past [`SERDE_MAX_DEPTH`].
+pub(super) struct DepthGuard(());
+
+impl DepthGuard {
+    pub(super) fn enter() -> Option<DepthGuard> {
+        DEPTH.with(|d| {
+            if d.get() >= SERDE_MAX_DEPTH {
+                None
+            } else {
+                d.set(d.get() + 1);
+                Some(DepthGuard(()))
+            }
+        })
+    }
+}
+
+impl Drop for DepthGuard {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// The message of a nesting refusal.
+pub(super) fn too_deep_message() -> String {
+    format!("JSON nesting deeper than {SERDE_MAX_DEPTH} levels")
+}
