@@ -1,6 +1,7 @@
 //! `session-core` owns the data of an agent session: the event envelope and its vocabulary,
 //! lossless JSON, the frozen append-only [`Log`], the [`SessionHeader`], request-header
-//! folding and the packed chunk-row storage codec.
+//! folding, the packed chunk-row storage codec, and a typed serde [`vocab`]ulary of the core
+//! events.
 //!
 //! It does no I/O, no async and no compression: every other crate builds on these types.
 //!
@@ -43,6 +44,7 @@ pub mod header;
 pub mod json;
 mod log;
 pub mod request;
+pub mod vocab;
 
 pub use clock::{Clock, FixedClock, SharedClock, SystemClock};
 pub use error::{Error, Result};

@@ -88,25 +88,30 @@ impl SerdeError {
     }
 }
 
-impl fmt::Display for SerdeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl SerdeError {
+    /// What went wrong, without the place.
+    pub fn kind_message(&self) -> String {
         match &self.kind {
-            SerdeErrorKind::Message(m) => f.write_str(m)?,
-            SerdeErrorKind::NonFinite => f.write_str("number is NaN or infinite")?,
-            SerdeErrorKind::NegativeZero => f.write_str("number is negative zero")?,
+            SerdeErrorKind::Message(m) => m.clone(),
+            SerdeErrorKind::NonFinite => "number is NaN or infinite".to_owned(),
+            SerdeErrorKind::NegativeZero => "number is negative zero".to_owned(),
             SerdeErrorKind::UnsafeInteger(n) => {
-                write!(f, "integer {n} is outside the safe range ±(2^53 − 1)")?;
+                format!("integer {n} is outside the safe range ±(2^53 − 1)")
             }
-            SerdeErrorKind::KeyNotString => f.write_str("map key is not a string")?,
-            SerdeErrorKind::TooDeep => {
-                write!(f, "JSON nesting deeper than {SERDE_MAX_DEPTH} levels")?;
-            }
+            SerdeErrorKind::KeyNotString => "map key is not a string".to_owned(),
+            SerdeErrorKind::TooDeep => format!("JSON nesting deeper than {SERDE_MAX_DEPTH} levels"),
         }
-        if self.path_rev.is_empty() {
-            f.write_str(" at the top level")
-        } else {
-            write!(f, " at {}", self.pointer())
+    }
+}
+
+impl fmt::Display for SerdeError {
+    /// `<what> at <pointer>`, or `<what>` alone at the root.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.kind_message())?;
+        if !self.path_rev.is_empty() {
+            write!(f, " at {}", self.pointer())?;
         }
+        Ok(())
     }
 }
 
