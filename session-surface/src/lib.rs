@@ -44,6 +44,7 @@
 //! ```
 
 mod derive;
+mod draft_serde;
 mod error;
 mod pseq;
 mod session;

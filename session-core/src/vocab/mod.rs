@@ -80,12 +80,22 @@ pub use request::{
 pub trait EventPayload: serde::Serialize {
     /// The event type whose `data` this is.
     const EVENT_TYPE: &'static str;
+
+    /// The `data` value (by default through serde; the vocabulary's types write directly,
+    /// so that an error keeps its path).
+    fn to_data(&self) -> Result<crate::json::Value, crate::json::SerdeError> {
+        crate::json::to_value(self)
+    }
 }
 
 macro_rules! payloads {
     ($($ty:ty => $event:literal),* $(,)?) => {$(
         impl EventPayload for $ty {
             const EVENT_TYPE: &'static str = $event;
+
+            fn to_data(&self) -> Result<crate::json::Value, crate::json::SerdeError> {
+                self.to_value()
+            }
         }
     )*};
 }
