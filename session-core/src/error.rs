@@ -77,7 +77,10 @@ impl fmt::Display for Error {
                 "malformed {tag} storage row: dt length {dt_len} does not match {members} members"
             ),
             Error::Data { seq, ty, source } => {
-                write!(f, "event at seq {seq} ({ty:?}): data does not fit: {source}")
+                write!(
+                    f,
+                    "event at seq {seq} ({ty:?}): data does not fit: {source}"
+                )
             }
         }
     }

@@ -1,6 +1,8 @@
 //! serde support of `json::Value`: lossless round trips through the Value serializer and
-//! deserializer (key order, number spellings), serde_json interop, bounded nesting, and
+//! deserializer (key order, number spellings), `serde_json` interop, bounded nesting, and
 //! refusals that name the path.
+
+use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use session_core::json::{self, SERDE_MAX_DEPTH, SerdeErrorKind, Value};
@@ -11,6 +13,11 @@ const TRICKY: &str = r#"{"b":[1.0,1E5,-0,9007199254740993,1e400,0.10,-1.5e-7,12]
 
 #[test]
 fn value_round_trips_through_its_own_serializer_and_deserializer() {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Holder {
+        inner: Value,
+        list: Vec<Value>,
+    }
     let v = Value::parse(TRICKY).unwrap();
     let ser = json::to_value(&v).unwrap();
     assert_eq!(ser.to_json(), v.to_json());
@@ -18,11 +25,6 @@ fn value_round_trips_through_its_own_serializer_and_deserializer() {
     let de: Value = json::from_value(&v).unwrap();
     assert_eq!(de.to_json(), v.to_json());
     // Through a user type holding Values.
-    #[derive(serde::Serialize, serde::Deserialize)]
-    struct Holder {
-        inner: Value,
-        list: Vec<Value>,
-    }
     let holder: Holder = json::from_value(&Value::object([
         ("inner", v.clone()),
         ("list", Value::array([v.clone(), Value::Null])),
@@ -85,33 +87,42 @@ fn building_values_refuses_what_append_refuses() {
     struct S {
         a: Vec<f64>,
         b: Option<u64>,
-        c: std::collections::BTreeMap<u8, i64>,
+        c: BTreeMap<u8, i64>,
     }
     let err = |s: S| json::to_value(&s).unwrap_err();
     let e = err(S {
         a: vec![1.0, -0.0],
         b: None,
-        c: Default::default(),
+        c: BTreeMap::default(),
     });
-    assert_eq!((e.kind(), e.pointer().as_str()), (&SerdeErrorKind::NegativeZero, "/a/1"));
+    assert_eq!(
+        (e.kind(), e.pointer().as_str()),
+        (&SerdeErrorKind::NegativeZero, "/a/1")
+    );
     let e = err(S {
         a: vec![f64::INFINITY],
         b: None,
-        c: Default::default(),
+        c: BTreeMap::default(),
     });
-    assert_eq!((e.kind(), e.pointer().as_str()), (&SerdeErrorKind::NonFinite, "/a/0"));
+    assert_eq!(
+        (e.kind(), e.pointer().as_str()),
+        (&SerdeErrorKind::NonFinite, "/a/0")
+    );
     let e = err(S {
         a: vec![1e18],
         b: None,
-        c: Default::default(),
+        c: BTreeMap::default(),
     });
     assert!(matches!(e.kind(), SerdeErrorKind::UnsafeInteger(_)), "{e}");
     let e = err(S {
         a: vec![],
         b: Some(1 << 53),
-        c: Default::default(),
+        c: BTreeMap::default(),
     });
-    assert_eq!(e.to_string(), "integer 9007199254740992 is outside the safe range ±(2^53 − 1) at /b");
+    assert_eq!(
+        e.to_string(),
+        "integer 9007199254740992 is outside the safe range ±(2^53 − 1) at /b"
+    );
     let ok = json::to_value(&S {
         a: vec![0.5, 1e300],
         b: Some((1 << 53) - 1),
@@ -128,7 +139,9 @@ fn building_values_refuses_what_append_refuses() {
 fn json_text() -> impl Strategy<Value = String> {
     let number = prop_oneof![
         any::<i32>().prop_map(|n| n.to_string()),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| format!("{f:e}")),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| format!("{f:e}")),
         Just("1.0".to_owned()),
         Just("-0".to_owned()),
         Just("9007199254740993".to_owned()),

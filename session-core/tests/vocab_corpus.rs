@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use session_core::Event;
 use session_core::chunk_rows::{self, Decoded};
 use session_core::json::{self, Value};
 use session_core::vocab::{
@@ -12,7 +13,6 @@ use session_core::vocab::{
     RequestHeaderData, StepEnd, StepStart, StreamChunk, ToolCall, ToolResultData, TurnEnd,
     TurnStart,
 };
-use session_core::{Event, Result};
 
 /// Every `session.jsonl` under `logs/`, crash variants included.
 fn corpus_files() -> Vec<PathBuf> {
@@ -35,7 +35,11 @@ fn corpus_files() -> Vec<PathBuf> {
         }
     }
     files.sort();
-    assert!(files.len() >= 290, "expected the full corpus, found {}", files.len());
+    assert!(
+        files.len() >= 290,
+        "expected the full corpus, found {}",
+        files.len()
+    );
     files
 }
 
@@ -44,9 +48,10 @@ fn corpus_files() -> Vec<PathBuf> {
 fn events_of(path: &Path, torn: &mut usize) -> Vec<Event> {
     let text = std::fs::read_to_string(path).expect("session.jsonl");
     let lines: Vec<&str> = text.split_terminator('\n').skip(1).collect();
-    let crash = path.parent().and_then(Path::file_name).is_some_and(|n| {
-        n.to_str().is_some_and(|n| n.starts_with("crash-"))
-    });
+    let crash = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n.to_str().is_some_and(|n| n.starts_with("crash-")));
     let mut events = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let decoded = Value::parse(line)
@@ -85,7 +90,9 @@ where
     let written = write(&typed).unwrap_or_else(|e| panic!("{ctx}: {e}"));
     assert_eq!(&written, data, "{ctx}: typed round trip");
     assert_eq!(written.to_json(), data.to_json(), "{ctx}: bytes");
-    let via_serde: T = event.data_as().unwrap_or_else(|e: session_core::Error| panic!("{e}"));
+    let via_serde: T = event
+        .data_as()
+        .unwrap_or_else(|e: session_core::Error| panic!("{e}"));
     assert_eq!(via_serde, typed, "{ctx}: serde read");
     let serialized = json::to_value(&via_serde).unwrap_or_else(|e| panic!("{ctx}: {e}"));
     assert_eq!(serialized.to_json(), data.to_json(), "{ctx}: serde bytes");
@@ -96,13 +103,23 @@ where
 /// unnamed fields, so the round trip went through the typed fields, not through `Other`.
 fn check_message(m: &Message, ctx: &str, counts: &mut BTreeMap<String, usize>) {
     assert!(!m.id.is_empty(), "{ctx}: id");
-    assert!(m.extra.is_empty(), "{ctx}: message has unnamed fields {:?}", m.extra);
+    assert!(
+        m.extra.is_empty(),
+        "{ctx}: message has unnamed fields {:?}",
+        m.extra
+    );
     for block in &m.content {
         let tag = block.tag().unwrap_or("?").to_owned();
-        assert!(!matches!(block, ContentBlock::Other(_)), "{ctx}: untyped block {tag}");
+        assert!(
+            !matches!(block, ContentBlock::Other(_)),
+            "{ctx}: untyped block {tag}"
+        );
         if let ContentBlock::ToolResult(r) = block {
             for inner in &r.content {
-                assert!(!matches!(inner, ContentBlock::Other(_)), "{ctx}: untyped inner block");
+                assert!(
+                    !matches!(inner, ContentBlock::Other(_)),
+                    "{ctx}: untyped inner block"
+                );
             }
         }
         *counts.entry(format!("block {tag}")).or_default() += 1;
@@ -118,7 +135,7 @@ fn check_message(m: &Message, ctx: &str, counts: &mut BTreeMap<String, usize>) {
 }
 
 #[test]
-fn vocabulary_round_trips_every_corpus_message_and_core_event() -> Result<()> {
+fn vocabulary_round_trips_every_corpus_message_and_core_event() {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut messages = 0usize;
     let mut torn = 0usize;
@@ -175,7 +192,10 @@ fn vocabulary_round_trips_every_corpus_message_and_core_event() -> Result<()> {
                 "assistant/chunk" => {
                     let d =
                         round_trip(&event, AssistantChunk::from_value, AssistantChunk::to_value);
-                    assert!(!matches!(d.chunk, StreamChunk::Other(_)), "{ctx}: untyped chunk");
+                    assert!(
+                        !matches!(d.chunk, StreamChunk::Other(_)),
+                        "{ctx}: untyped chunk"
+                    );
                     *counts
                         .entry(format!("chunk {}", d.chunk.tag().unwrap_or("?")))
                         .or_default() += 1;
@@ -230,9 +250,11 @@ fn vocabulary_round_trips_every_corpus_message_and_core_event() -> Result<()> {
         "chunk usage",
         "chunk finish",
     ] {
-        assert!(counts.get(key).copied().unwrap_or(0) > 0, "no {key} in the corpus: {counts:?}");
+        assert!(
+            counts.get(key).copied().unwrap_or(0) > 0,
+            "no {key} in the corpus: {counts:?}"
+        );
     }
     assert!(messages >= 1184, "{messages} messages");
     assert!(torn < files.len(), "{torn} torn tails");
-    Ok(())
 }

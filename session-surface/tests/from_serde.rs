@@ -107,7 +107,10 @@ fn vocabulary_drafts_validate_and_read_back() -> Result<(), Box<dyn std::error::
         events.get(1).unwrap().to_json(),
         r#"{"type":"user/message","seq":1,"time":7,"data":{"id":"u1","role":"user","content":[{"type":"text","text":"list files"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#
     );
-    assert_eq!(events.get(3).unwrap().data_as::<AssistantMessageData>()?, assistant);
+    assert_eq!(
+        events.get(3).unwrap().data_as::<AssistantMessageData>()?,
+        assistant
+    );
     assert_eq!(events.get(5).unwrap().data_as::<ToolResultData>()?, result);
     // The seed path runs the reference's shape checks on every message.
     let seed: Vec<Value> = events.iter().map(session_core::Event::to_value).collect();
@@ -118,13 +121,18 @@ fn vocabulary_drafts_validate_and_read_back() -> Result<(), Box<dyn std::error::
 
 /// A plugin's own serde type: borrowed reads, typed errors naming the seq and the path.
 #[test]
-fn plain_serde_types_round_trip_and_errors_name_the_place()
--> Result<(), Box<dyn std::error::Error>> {
+fn plain_serde_types_round_trip_and_errors_name_the_place() -> Result<(), Box<dyn std::error::Error>>
+{
     #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
     struct Note<'a> {
         title: &'a str,
         tags: Vec<String>,
         weight: f64,
+    }
+    #[derive(serde::Deserialize, Debug)]
+    struct Wrong {
+        #[allow(dead_code)]
+        tags: Vec<u64>,
     }
     let mut session = Session::create("s", None, None, Arc::new(FixedClock::new(0)))?;
     let note = Note {
@@ -134,7 +142,10 @@ fn plain_serde_types_round_trip_and_errors_name_the_place()
     };
     session.append(Draft::from_serde_as("feedback/record", &note)?)?;
     let event = session.events().get(0).unwrap().clone();
-    assert_eq!(event.data().to_json(), r#"{"title":"t","tags":["a"],"weight":0.5}"#);
+    assert_eq!(
+        event.data().to_json(),
+        r#"{"title":"t","tags":["a"],"weight":0.5}"#
+    );
     assert_eq!(event.data_as::<Note<'_>>()?, note);
 
     let err = event.data_as::<TurnStart>().unwrap_err();
@@ -142,11 +153,6 @@ fn plain_serde_types_round_trip_and_errors_name_the_place()
         err.to_string(),
         r#"event at seq 0 ("feedback/record"): data does not fit: missing field `turn`"#
     );
-    #[derive(serde::Deserialize, Debug)]
-    struct Wrong {
-        #[allow(dead_code)]
-        tags: Vec<u64>,
-    }
     let err = event.data_as::<Wrong>().unwrap_err();
     assert_eq!(
         err.to_string(),

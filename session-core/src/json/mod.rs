@@ -323,7 +323,7 @@ impl TryFrom<&Value> for serde_json::Value {
 
     /// Converts values (not spellings: `1.0` becomes the float 1). Integer literals that fit
     /// 64 bits stay exact. Refused, with the path to it: a number outside the double range
-    /// (`1e400`), and nesting deeper than [`SERDE_MAX_DEPTH`] (serde_json's own limit, whose
+    /// (`1e400`), and nesting deeper than [`SERDE_MAX_DEPTH`] (`serde_json`'s own limit, whose
     /// values drop recursively).
     fn try_from(v: &Value) -> Result<serde_json::Value, SerdeError> {
         to_serde_json(v, 0)
@@ -460,8 +460,8 @@ mod tests {
             serde_json::to_string(&j).unwrap(),
             r#"{"b":[1,1.0,9007199254740993,-5],"a":"x"}"#
         );
-        let err = serde_json::Value::try_from(&parse(r#"{"k":[0,{"n":1e400}]}"#).unwrap())
-            .unwrap_err();
+        let err =
+            serde_json::Value::try_from(&parse(r#"{"k":[0,{"n":1e400}]}"#).unwrap()).unwrap_err();
         assert_eq!(err.kind(), &SerdeErrorKind::NonFinite);
         assert_eq!(err.pointer(), "/k/1/n");
         assert_eq!(err.to_string(), "number is NaN or infinite at /k/1/n");

@@ -204,7 +204,7 @@ impl Writer {
         Ok(())
     }
 
-    pub(crate) fn opt<T: Field>(&mut self, key: &str, value: &Option<T>) -> Result<(), SerdeError> {
+    pub(crate) fn opt<T: Field>(&mut self, key: &str, value: Option<&T>) -> Result<(), SerdeError> {
         match value {
             Some(value) => self.req(key, value),
             None => Ok(()),

@@ -6,6 +6,16 @@ macro_rules! field_ty {
     (opt $ty:ty) => { Option<$ty> };
 }
 
+/// A reference to a required field, or an optional field as `Option<&T>`.
+macro_rules! field_ref {
+    (req $e:expr) => {
+        &$e
+    };
+    (opt $e:expr) => {
+        $e.as_ref()
+    };
+}
+
 /// `Serialize` / `Deserialize` through the type's `to_value` / `from_value`, and the internal
 /// [`Field`](super::fields::Field) impl.
 macro_rules! vocab_serde {
@@ -82,7 +92,7 @@ macro_rules! vocab_struct {
                 if let Some((key, value)) = tag {
                     w.tag(key, value);
                 }
-                $( w.$kind($key, &self.$field)?; )*
+                $( w.$kind($key, field_ref!($kind self.$field))?; )*
                 Ok(w.finish(&self.extra))
             }
         }

@@ -63,9 +63,9 @@ mod request;
 
 pub use events::{
     Aborted, AssistantChunk, AssistantMessageData, BlockEnd, BlockStart, CancelCause, Delta,
-    Failed, Finish, FinishReason, HookCause, LlmFailure, StepEnd, StepStart, StreamChunk,
-    ToolCall, ToolCallDelta, ToolError, ToolResultData, TurnEnd, TurnEndReason, TurnError,
-    TurnStart, Usage, UsageChunk,
+    Failed, Finish, FinishReason, HookCause, LlmFailure, StepEnd, StepStart, StreamChunk, ToolCall,
+    ToolCallDelta, ToolError, ToolResultData, TurnEnd, TurnEndReason, TurnError, TurnStart, Usage,
+    UsageChunk,
 };
 pub use fields::Extra;
 pub use message::{

@@ -9,7 +9,7 @@ use super::error::{SerdeError, SerdeErrorKind};
 use super::{DepthGuard, SERDE_MAX_DEPTH, offer, take_offered, too_deep_message};
 use crate::json::{self, Number, Object, Value};
 
-/// The key serde_json's `arbitrary_precision` feature wraps a number's text in.
+/// The key `serde_json`'s `arbitrary_precision` feature wraps a number's text in.
 const SERDE_JSON_NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 impl<'de> Deserialize<'de> for Value {
@@ -314,7 +314,10 @@ impl<'de> de::MapAccess<'de> for MapAccess<'de> {
             .map_err(|e: SerdeError| e.under_key(key))
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, SerdeError> {
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, SerdeError> {
         let (key, value) = self
             .pending
             .take()
@@ -360,11 +363,18 @@ impl<'de> de::VariantAccess<'de> for ValueDeserializer<'de> {
         }
     }
 
-    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, SerdeError> {
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<T::Value, SerdeError> {
         seed.deserialize(self)
     }
 
-    fn tuple_variant<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value, SerdeError> {
+    fn tuple_variant<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, SerdeError> {
         de::Deserializer::deserialize_any(self, visitor)
     }
 

@@ -4,7 +4,7 @@
 //!
 //! Round trips between [`Value`] and these two are lossless: key order and every number's
 //! spelling survive. serde has no way to pass a number's spelling through its data model, and
-//! serde_json's `arbitrary_precision` token would turn numbers into objects for every other
+//! `serde_json`'s `arbitrary_precision` token would turn numbers into objects for every other
 //! format, so [`Value`]'s own impls hand the exact [`Number`] beside the `serialize_*` /
 //! `visit_*` call through a thread-local slot ([`offer`]); only this module's serializer and
 //! deserializer read it, and only when it matches the value in the call. Other formats see
@@ -73,6 +73,8 @@ pub(super) fn offer<R>(n: &Number, f: impl FnOnce() -> R) -> (R, bool) {
 
 /// The offered number, if one is offered and has the value `v` (a leaf call for another value
 /// never picks it up).
+// Exact comparison on purpose: the offer is for this very value (`-0` matches `0`).
+#[allow(clippy::float_cmp)]
 pub(super) fn take_offered(v: f64) -> Option<Number> {
     OFFERED
         .with(|o| o.borrow_mut().take())

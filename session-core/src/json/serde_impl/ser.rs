@@ -46,9 +46,9 @@ impl Serialize for Number {
         let v = self.as_f64();
         let (result, taken) = offer(self, || {
             // The casts are exact: the value is integral and inside the target's range.
-            if v.fract() == 0.0 && v >= 0.0 && v < 18_446_744_073_709_551_616.0 {
+            if v.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&v) {
                 serializer.serialize_u64(v as u64)
-            } else if v.fract() == 0.0 && v < 0.0 && v >= -9_223_372_036_854_775_808.0 {
+            } else if v.fract() == 0.0 && (-9_223_372_036_854_775_808.0..0.0).contains(&v) {
                 serializer.serialize_i64(v as i64)
             } else {
                 serializer.serialize_f64(v)
@@ -75,7 +75,7 @@ impl Serialize for Array {
     }
 }
 
-fn unsafe_integer(text: impl ToString) -> SerdeError {
+fn unsafe_integer(text: &impl ToString) -> SerdeError {
     SerdeError::new(SerdeErrorKind::UnsafeInteger(text.to_string()))
 }
 
@@ -84,10 +84,12 @@ fn int_number(v: i128) -> Result<Value, SerdeError> {
         return Ok(Value::Number(n));
     }
     if v.unsigned_abs() > MAX_SAFE_INTEGER as u128 {
-        return Err(unsafe_integer(v));
+        return Err(unsafe_integer(&v));
     }
     // Exact: |v| ≤ 2^53 − 1.
-    Ok(Value::Number(Number::from_i64(v as i64).ok_or_else(|| unsafe_integer(v))?))
+    Ok(Value::Number(
+        Number::from_i64(v as i64).ok_or_else(|| unsafe_integer(&v))?,
+    ))
 }
 
 fn float_number(v: f64) -> Result<Value, SerdeError> {
@@ -100,7 +102,7 @@ fn float_number(v: f64) -> Result<Value, SerdeError> {
     }
     if !n.is_appendable() {
         // Integral and outside the safe range (the only other refusal).
-        return Err(unsafe_integer(n));
+        return Err(unsafe_integer(&n));
     }
     Ok(Value::Number(n))
 }
@@ -152,7 +154,7 @@ impl ser::Serializer for ValueSerializer {
     fn serialize_u128(self, v: u128) -> Result<Value, SerdeError> {
         match i128::try_from(v) {
             Ok(v) => int_number(v),
-            Err(_) => Err(unsafe_integer(v)),
+            Err(_) => Err(unsafe_integer(&v)),
         }
     }
     fn serialize_f32(self, v: f32) -> Result<Value, SerdeError> {
@@ -414,7 +416,7 @@ impl ser::SerializeStructVariant for Variant<MapBuilder> {
 }
 
 /// Serializes a map key: strings and characters as they are, integers and booleans as their
-/// decimal or literal text (as serde_json does); anything else is refused.
+/// decimal or literal text (as `serde_json` does); anything else is refused.
 struct KeySerializer;
 
 fn key_not_string<T>() -> Result<T, SerdeError> {
