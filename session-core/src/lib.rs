@@ -35,6 +35,25 @@
 //! );
 //! # Ok::<(), session_core::Error>(())
 //! ```
+//!
+//! Typed data: the [`vocab`] types and any serde type convert to and from [`json::Value`]
+//! ([`json::to_value`], [`json::from_value`], [`Event::data_as`]); the conversions of a
+//! [`json::Value`] itself are lossless, and reading then writing a stored message through
+//! [`vocab::Message`] gives back the same bytes:
+//!
+//! ```
+//! use session_core::{Event, json, vocab};
+//!
+//! let stored = r#"{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"m1"}"#;
+//! let event = Event::appended("user/message", 0, 0, json::Value::parse(stored)?, None, None);
+//! let mut message: vocab::Message = event.data_as()?;
+//! message.id = "m2".into();
+//! assert_eq!(
+//!     json::to_value(&message)?.to_json(),
+//!     stored.replace("m1", "m2")
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod chunk_rows;
 pub mod clock;
