@@ -189,3 +189,42 @@ proptest! {
         }
     }
 }
+
+/// A vocabulary type inside a serde type: the error's path runs from the outer value down to
+/// the field, in the structured path as in the text.
+#[test]
+fn vocabulary_errors_keep_their_path_inside_serde_types() {
+    #[derive(serde::Deserialize, Debug)]
+    struct Outer {
+        #[allow(dead_code)]
+        messages: Vec<Message>,
+    }
+    #[derive(serde::Serialize)]
+    struct Holder {
+        usage: session_core::vocab::Usage,
+    }
+    let v = Value::parse(
+        r#"{"messages":[{"id":"m","role":"user","content":[],"source":{"kind":"user"}},{"id":"m","role":"user","content":[{"type":"text","text":5}],"source":{"kind":"user"}}]}"#,
+    )
+    .expect("parses");
+    let err = json::from_value::<Outer>(&v).expect_err("text is a number");
+    assert_eq!(err.pointer(), "/messages/1/content/0/text");
+    assert_eq!(
+        err.to_string(),
+        "invalid type: number, expected a string at /messages/1/content/0/text"
+    );
+    let inner = v.get("messages").and_then(|m| m.as_array()).expect("array")[1].clone();
+    let event = Event::appended("user/message", 4, 0, inner, None, None);
+    let err = event.data_as::<Message>().expect_err("text is a number");
+    assert_eq!(
+        err.to_string(),
+        r#"event at seq 4 ("user/message"): data does not fit: invalid type: number, expected a string at /content/0/text"#
+    );
+    // Writing: the path of a refused number inside a vocabulary value held by a serde type.
+    let usage = session_core::vocab::Usage {
+        input_tokens: u64::MAX,
+        ..Default::default()
+    };
+    let err = json::to_value(&Holder { usage }).expect_err("unsafe integer");
+    assert_eq!(err.pointer(), "/usage/inputTokens");
+}

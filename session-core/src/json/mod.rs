@@ -18,6 +18,7 @@ pub use number::{MAX_SAFE_INTEGER, Number, write_js_number};
 pub use parse::{MAX_DEPTH, ParseError, ParseErrorKind, parse};
 pub(crate) use parse::{string_at, value_at};
 pub(crate) use scan::string_special;
+pub(crate) use serde_impl::nested;
 pub use serde_impl::{
     PathSegment, SERDE_MAX_DEPTH, SerdeError, SerdeErrorKind, from_value, from_value_owned,
     to_value,

@@ -23,7 +23,9 @@ macro_rules! vocab_serde {
         impl serde::Serialize for $name {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 self.to_value()
-                    .map_err(serde::ser::Error::custom)?
+                    .map_err(|e| {
+                        $crate::json::nested(&e, |e| <S::Error as serde::ser::Error>::custom(e))
+                    })?
                     .serialize(s)
             }
         }
@@ -31,7 +33,9 @@ macro_rules! vocab_serde {
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
                 let v = $crate::json::Value::deserialize(d)?;
-                $name::from_value(&v).map_err(serde::de::Error::custom)
+                $name::from_value(&v).map_err(|e| {
+                    $crate::json::nested(&e, |e| <D::Error as serde::de::Error>::custom(e))
+                })
             }
         }
 

@@ -5,7 +5,7 @@
 //! Each type reads from and writes to a [`json::Value`](crate::json::Value) directly
 //! (`from_value` / `to_value`) and implements `Serialize` / `Deserialize` through that, so
 //! a harness can build an event's data without touching `json::Value`
-//! (`session_surface::Draft::from_serde`) and read one back with [`Event::data_as`].
+//! (`session_surface::Draft::from_serde`) and read one back with [`Event::data_as`](crate::Event::data_as).
 //!
 //! # What a round trip keeps
 //!

@@ -134,8 +134,8 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 }
 
-/// An object key, borrowed when the format can lend it.
-struct KeyString(std::borrow::Cow<'static, str>);
+/// An object key.
+struct KeyString(String);
 
 impl<'de> Deserialize<'de> for KeyString {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<KeyString, D::Error> {
@@ -146,10 +146,10 @@ impl<'de> Deserialize<'de> for KeyString {
                 f.write_str("a string key")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<KeyString, E> {
-                Ok(KeyString(v.to_owned().into()))
+                Ok(KeyString(v.to_owned()))
             }
             fn visit_string<E: de::Error>(self, v: String) -> Result<KeyString, E> {
-                Ok(KeyString(v.into()))
+                Ok(KeyString(v))
             }
         }
         d.deserialize_str(KeyVisitor)

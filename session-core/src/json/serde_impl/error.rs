@@ -117,14 +117,19 @@ impl fmt::Display for SerdeError {
 
 impl std::error::Error for SerdeError {}
 
+fn custom(msg: &dyn fmt::Display) -> SerdeError {
+    let text = msg.to_string();
+    super::take_nested(&text).unwrap_or_else(|| SerdeError::new(SerdeErrorKind::Message(text)))
+}
+
 impl serde::ser::Error for SerdeError {
     fn custom<T: fmt::Display>(msg: T) -> SerdeError {
-        SerdeError::new(SerdeErrorKind::Message(msg.to_string()))
+        custom(&msg)
     }
 }
 
 impl serde::de::Error for SerdeError {
     fn custom<T: fmt::Display>(msg: T) -> SerdeError {
-        SerdeError::new(SerdeErrorKind::Message(msg.to_string()))
+        custom(&msg)
     }
 }

@@ -52,6 +52,26 @@ thread_local! {
     static OFFERED: RefCell<Option<Number>> = const { RefCell::new(None) };
     /// How deep the `Serialize` / `Deserialize` impls of [`Value`] currently are.
     static DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// A [`SerdeError`] being passed through a serde error's `custom` (see [`nested`]).
+    static NESTED: RefCell<Option<SerdeError>> = const { RefCell::new(None) };
+}
+
+/// `e` as the error `E` of an outer serializer or deserializer. When `E` is [`SerdeError`],
+/// the result is `e` itself (kind and path kept, so that the outer levels extend the path);
+/// other formats get `e`'s text. Used by impls that convert through a [`Value`] with a
+/// [`SerdeError`] of their own (the vocabulary's).
+pub(crate) fn nested<E, F: FnOnce(&SerdeError) -> E>(e: &SerdeError, custom: F) -> E {
+    NESTED.with(|n| *n.borrow_mut() = Some(e.clone()));
+    let out = custom(e);
+    NESTED.with(|n| n.borrow_mut().take());
+    out
+}
+
+/// The error passed through [`nested`], if its text is `text`.
+pub(super) fn take_nested(text: &str) -> Option<SerdeError> {
+    NESTED
+        .with(|n| n.borrow_mut().take())
+        .filter(|e| e.to_string() == text)
 }
 
 /// Runs `f` (one leaf `serialize_*` or `visit_*` call for `n`) with `n` offered; returns its
