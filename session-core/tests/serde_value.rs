@@ -24,6 +24,21 @@ fn value_round_trips_through_its_own_serializer_and_deserializer() {
     assert_eq!(ser, v);
     let de: Value = json::from_value(&v).unwrap();
     assert_eq!(de.to_json(), v.to_json());
+    // Numbers directly in serde types keep their spelling too; an offer never outlives its
+    // call (a plain float of the same value afterwards is written in JavaScript spelling).
+    let numbers: Vec<Value> = json::from_value(&Value::parse("[1.0,-0,1E5]").unwrap()).unwrap();
+    assert_eq!(json::to_value(&numbers).unwrap().to_json(), "[1.0,-0,1E5]");
+    assert_eq!(json::to_value(&1.0f64).unwrap().to_json(), "1");
+    assert_eq!(
+        json::to_value(&[100_000.0f64]).unwrap().to_json(),
+        "[100000]"
+    );
+    let plain: Vec<f64> = json::from_value(&Value::parse("[1.0,1E5]").unwrap()).unwrap();
+    assert_eq!(json::to_value(&plain).unwrap().to_json(), "[1,100000]");
+    // Whole values are shared, not copied.
+    assert!(ser.ptr_eq(&v) && de.ptr_eq(&v));
+    let event = session_core::Event::appended("x/y", 0, 0, v.clone(), None, None);
+    assert!(event.data_as::<Value>().unwrap().ptr_eq(event.data()));
     // Through a user type holding Values.
     let holder: Holder = json::from_value(&Value::object([
         ("inner", v.clone()),
@@ -62,14 +77,21 @@ fn serde_json_sees_values_and_keeps_key_order() {
 
 #[test]
 fn nesting_is_bounded_in_every_direction() {
+    #[derive(serde::Deserialize, serde::Serialize)]
+    struct Tree(Vec<Tree>);
     let depth = SERDE_MAX_DEPTH * 50;
-    let deep = Value::parse(&format!("{}{}", "[".repeat(depth), "]".repeat(depth))).unwrap();
-    let err = json::to_value(&deep).unwrap_err();
-    assert!(err.to_string().contains("nesting"), "{err}");
-    let err = json::from_value::<Value>(&deep).unwrap_err();
+    let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let deep = Value::parse(&text).unwrap();
+    // A Value passes whole (shared, O(1)) through the Value serializer and deserializer.
+    assert!(json::to_value(&deep).unwrap().ptr_eq(&deep));
+    assert!(json::from_value::<Value>(&deep).unwrap().ptr_eq(&deep));
+    // A recursive type is refused past the limit, with the path to it.
+    let err = json::from_value::<Tree>(&deep).err().expect("too deep");
     assert_eq!(err.kind(), &SerdeErrorKind::TooDeep);
     assert_eq!(err.path().count(), SERDE_MAX_DEPTH);
+    // Other formats: serde_json output and input stop at the limit instead of overflowing.
     assert!(serde_json::to_string(&deep).is_err());
+    assert!(serde_json::from_str::<Value>(&text).is_err());
     // Exactly at the limit works.
     let ok = Value::parse(&format!(
         "{}{}",
@@ -77,8 +99,9 @@ fn nesting_is_bounded_in_every_direction() {
         "]".repeat(SERDE_MAX_DEPTH)
     ))
     .unwrap();
-    assert_eq!(json::to_value(&ok).unwrap(), ok);
-    assert_eq!(json::from_value::<Value>(&ok).unwrap(), ok);
+    assert_eq!(serde_json::to_string(&ok).unwrap(), ok.to_json());
+    let tree: Tree = json::from_value(&ok).unwrap();
+    assert_eq!(json::to_value(&tree).unwrap(), ok);
 }
 
 #[test]
@@ -172,5 +195,15 @@ proptest! {
         prop_assert_eq!(ser.to_json(), v.to_json());
         let de: Value = json::from_value(&v).unwrap();
         prop_assert_eq!(de.to_json(), v.to_json());
+        // Element by element: a serde sequence of Values, and serde_json text read back.
+        let pair = Value::array([v.clone(), v.clone()]);
+        let items: Vec<Value> = json::from_value(&pair).unwrap();
+        prop_assert_eq!(json::to_value(&items).unwrap().to_json(), pair.to_json());
+        // serde_json writes values: equal numbers, same keys in the same order. (Read back
+        // with the lossless parser: serde_json's own float parsing is not correctly rounded
+        // without its `float_roundtrip` feature.)
+        if let Ok(text) = serde_json::to_string(&v) {
+            prop_assert_eq!(Value::parse(&text).unwrap(), v);
+        }
     }
 }

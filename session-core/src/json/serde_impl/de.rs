@@ -6,7 +6,10 @@ use std::sync::Arc;
 use serde::de::{self, Deserialize, DeserializeSeed, IntoDeserializer, Visitor};
 
 use super::error::{SerdeError, SerdeErrorKind};
-use super::{DepthGuard, SERDE_MAX_DEPTH, offer, take_offered, too_deep_message};
+use super::{
+    DepthGuard, SERDE_MAX_DEPTH, offer, offer_tree, take_offered, take_offered_tree,
+    too_deep_message, withdraw_tree,
+};
 use crate::json::{self, Number, Object, Value};
 
 /// The key `serde_json`'s `arbitrary_precision` feature wraps a number's text in.
@@ -107,6 +110,12 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Value::deserialize(d)
     }
     fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        if let Some(whole) = take_offered_tree().filter(|v| {
+            v.as_array()
+                .is_some_and(|a| Some(a.len()) == seq.size_hint())
+        }) {
+            return Ok(whole);
+        }
         let _depth = DepthGuard::enter().ok_or_else(|| de::Error::custom(too_deep_message()))?;
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
         while let Some(item) = seq.next_element::<Value>()? {
@@ -115,6 +124,12 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Value::from(items))
     }
     fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        if let Some(whole) = take_offered_tree().filter(|v| {
+            v.as_object()
+                .is_some_and(|o| Some(o.len()) == map.size_hint())
+        }) {
+            return Ok(whole);
+        }
         let _depth = DepthGuard::enter().ok_or_else(|| de::Error::custom(too_deep_message()))?;
         let mut entries: Vec<(Arc<str>, Value)> =
             Vec::with_capacity(map.size_hint().unwrap_or(0).min(1024));
@@ -196,16 +211,22 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer<'de> {
             Value::Bool(b) => visitor.visit_bool(*b),
             Value::Number(n) => Self::visit_number(n, visitor),
             Value::String(s) => visitor.visit_borrowed_str(s),
-            Value::Array(items) => visitor.visit_seq(SeqAccess {
-                items: items.iter(),
-                index: 0,
-                depth: self.deeper()?,
-            }),
-            Value::Object(o) => visitor.visit_map(MapAccess {
-                entries: o.entries().iter(),
-                pending: None,
-                depth: self.deeper()?,
-            }),
+            Value::Array(items) => {
+                let access = SeqAccess {
+                    items: items.iter(),
+                    index: 0,
+                    depth: self.deeper()?,
+                };
+                offer_tree(self.value, || visitor.visit_seq(access)).0
+            }
+            Value::Object(o) => {
+                let access = MapAccess {
+                    entries: o.entries().iter(),
+                    pending: None,
+                    depth: self.deeper()?,
+                };
+                offer_tree(self.value, || visitor.visit_map(access)).0
+            }
         }
     }
 
@@ -272,6 +293,7 @@ impl<'de> de::SeqAccess<'de> for SeqAccess<'de> {
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, SerdeError> {
+        withdraw_tree();
         let Some(item) = self.items.next() else {
             return Ok(None);
         };
@@ -304,6 +326,7 @@ impl<'de> de::MapAccess<'de> for MapAccess<'de> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, SerdeError> {
+        withdraw_tree();
         let Some(entry) = self.entries.next() else {
             return Ok(None);
         };
@@ -318,6 +341,7 @@ impl<'de> de::MapAccess<'de> for MapAccess<'de> {
         &mut self,
         seed: V,
     ) -> Result<V::Value, SerdeError> {
+        withdraw_tree();
         let (key, value) = self
             .pending
             .take()

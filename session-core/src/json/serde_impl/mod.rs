@@ -3,12 +3,16 @@
 //! `Deserialize` type out of a [`Value`] ([`from_value`]).
 //!
 //! Round trips between [`Value`] and these two are lossless: key order and every number's
-//! spelling survive. serde has no way to pass a number's spelling through its data model, and
+//! spelling survive, and a [`Value`] (or one held by a serde type) passes through them as an
+//! O(1) clone that shares storage, whatever its depth. serde has no way to pass a number's spelling through its data model, and
 //! `serde_json`'s `arbitrary_precision` token would turn numbers into objects for every other
 //! format, so [`Value`]'s own impls hand the exact [`Number`] beside the `serialize_*` /
 //! `visit_*` call through a thread-local slot ([`offer`]); only this module's serializer and
 //! deserializer read it, and only when it matches the value in the call. Other formats see
-//! the number's value (integers as integers).
+//! the number's value (integers as integers). A whole container is handed over the same way.
+//! serde's own buffering (untagged and internally tagged enums, `flatten`) sees values only.
+//! `serde_json` parses some floats one unit in the last place off unless its
+//! `float_roundtrip` feature is on; read JSON text with [`super::parse`] to keep it exact.
 //!
 //! Values built from Rust types follow the rules of a live `append` (see
 //! [`super::is_appendable`]): NaN, infinities, `-0` and integers outside ±(2^53 − 1) are
@@ -50,6 +54,10 @@ pub fn from_value_owned<T: DeserializeOwned>(value: &Value) -> Result<T, SerdeEr
 thread_local! {
     /// The number whose `serialize_*` / `visit_*` call is in progress (see the module docs).
     static OFFERED: RefCell<Option<Number>> = const { RefCell::new(None) };
+    /// The container whose `serialize_seq` / `serialize_map` or `visit_seq` / `visit_map` call
+    /// is in progress: this module's serializer and `Value`'s visitor take it whole (an O(1)
+    /// clone) instead of rebuilding it part by part.
+    static OFFERED_TREE: RefCell<Option<Value>> = const { RefCell::new(None) };
     /// How deep the `Serialize` / `Deserialize` impls of [`Value`] currently are.
     static DEPTH: Cell<usize> = const { Cell::new(0) };
     /// A [`SerdeError`] being passed through a serde error's `custom` (see [`nested`]).
@@ -74,21 +82,49 @@ pub(super) fn take_nested(text: &str) -> Option<SerdeError> {
         .filter(|e| e.to_string() == text)
 }
 
+/// Runs `f` with `value` in `slot`; returns its result and whether the slot was emptied
+/// meanwhile (taken by this module). The slot is empty afterwards, even if `f` panics.
+fn offer_in<T: Clone + 'static, R>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<T>>>,
+    value: &T,
+    f: impl FnOnce() -> R,
+) -> (R, bool) {
+    struct Clear<T: 'static>(&'static std::thread::LocalKey<RefCell<Option<T>>>);
+    impl<T: 'static> Drop for Clear<T> {
+        fn drop(&mut self) {
+            self.0.with(|o| o.borrow_mut().take());
+        }
+    }
+    slot.with(|o| *o.borrow_mut() = Some(value.clone()));
+    let clear = Clear(slot);
+    let r = f();
+    let taken = slot.with(|o| o.borrow().is_none());
+    drop(clear);
+    (r, taken)
+}
+
 /// Runs `f` (one leaf `serialize_*` or `visit_*` call for `n`) with `n` offered; returns its
 /// result and whether this module took the offer.
 pub(super) fn offer<R>(n: &Number, f: impl FnOnce() -> R) -> (R, bool) {
-    struct Clear;
-    impl Drop for Clear {
-        fn drop(&mut self) {
-            OFFERED.with(|o| o.borrow_mut().take());
-        }
-    }
-    OFFERED.with(|o| *o.borrow_mut() = Some(n.clone()));
-    let clear = Clear;
-    let r = f();
-    let taken = OFFERED.with(|o| o.borrow().is_none());
-    drop(clear);
-    (r, taken)
+    offer_in(&OFFERED, n, f)
+}
+
+/// Runs `f` (the `serialize_seq` / `serialize_map` or `visit_seq` / `visit_map` call that
+/// starts container `v`) with `v` offered whole; returns its result and whether this module
+/// took it (then the container is already complete: a clone, sharing storage).
+pub(super) fn offer_tree<R>(v: &Value, f: impl FnOnce() -> R) -> (R, bool) {
+    offer_in(&OFFERED_TREE, v, f)
+}
+
+/// The container offered by [`offer_tree`], if any.
+pub(super) fn take_offered_tree() -> Option<Value> {
+    OFFERED_TREE.with(|o| o.borrow_mut().take())
+}
+
+/// Withdraws an offered container: a visitor that reads the container's parts did not take
+/// it, and nothing deeper may.
+pub(super) fn withdraw_tree() {
+    OFFERED_TREE.with(|o| o.borrow_mut().take());
 }
 
 /// The offered number, if one is offered and has the value `v` (a leaf call for another value

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::ser::{self, Serialize, SerializeMap as _, SerializeSeq as _};
 
 use super::error::{SerdeError, SerdeErrorKind};
-use super::{DepthGuard, offer, take_offered, too_deep_message};
+use super::{DepthGuard, offer, offer_tree, take_offered, take_offered_tree, too_deep_message};
 use crate::json::{self, Array, MAX_SAFE_INTEGER, Number, Object, Value};
 
 impl Serialize for Value {
@@ -16,20 +16,26 @@ impl Serialize for Value {
             Value::Number(n) => n.serialize(serializer),
             Value::String(s) => serializer.serialize_str(s),
             Value::Array(items) => {
-                let _depth =
-                    DepthGuard::enter().ok_or_else(|| ser::Error::custom(too_deep_message()))?;
-                let mut seq = serializer.serialize_seq(Some(items.len()))?;
-                for item in items.iter() {
-                    seq.serialize_element(item)?;
+                let (seq, taken) = offer_tree(self, || serializer.serialize_seq(Some(items.len())));
+                let mut seq = seq?;
+                if !taken {
+                    let _depth = DepthGuard::enter()
+                        .ok_or_else(|| ser::Error::custom(too_deep_message()))?;
+                    for item in items.iter() {
+                        seq.serialize_element(item)?;
+                    }
                 }
                 seq.end()
             }
             Value::Object(o) => {
-                let _depth =
-                    DepthGuard::enter().ok_or_else(|| ser::Error::custom(too_deep_message()))?;
-                let mut map = serializer.serialize_map(Some(o.len()))?;
-                for (k, v) in o.iter() {
-                    map.serialize_entry(k, v)?;
+                let (map, taken) = offer_tree(self, || serializer.serialize_map(Some(o.len())));
+                let mut map = map?;
+                if !taken {
+                    let _depth = DepthGuard::enter()
+                        .ok_or_else(|| ser::Error::custom(too_deep_message()))?;
+                    for (k, v) in o.iter() {
+                        map.serialize_entry(k, v)?;
+                    }
                 }
                 map.end()
             }
@@ -213,7 +219,9 @@ impl ser::Serializer for ValueSerializer {
         Ok(Value::object([(variant, inner)]))
     }
     fn serialize_seq(self, len: Option<usize>) -> Result<SeqBuilder, SerdeError> {
-        Ok(SeqBuilder::new(len))
+        let mut seq = SeqBuilder::new(len);
+        seq.whole = take_offered_tree().filter(|v| v.as_array().is_some());
+        Ok(seq)
     }
     fn serialize_tuple(self, len: usize) -> Result<SeqBuilder, SerdeError> {
         Ok(SeqBuilder::new(Some(len)))
@@ -238,7 +246,9 @@ impl ser::Serializer for ValueSerializer {
         })
     }
     fn serialize_map(self, len: Option<usize>) -> Result<MapBuilder, SerdeError> {
-        Ok(MapBuilder::new(len))
+        let mut map = MapBuilder::new(len);
+        map.whole = take_offered_tree().filter(|v| v.as_object().is_some());
+        Ok(map)
     }
     fn serialize_struct(self, _name: &'static str, len: usize) -> Result<MapBuilder, SerdeError> {
         Ok(MapBuilder::new(Some(len)))
@@ -263,24 +273,36 @@ fn bounded(len: Option<usize>) -> usize {
 }
 
 /// Builds an array.
-pub(super) struct SeqBuilder(Vec<Value>);
+pub(super) struct SeqBuilder {
+    items: Vec<Value>,
+    /// The whole array, when a [`Value`] handed itself over.
+    whole: Option<Value>,
+}
 
 impl SeqBuilder {
     fn new(len: Option<usize>) -> SeqBuilder {
-        SeqBuilder(Vec::with_capacity(bounded(len)))
+        SeqBuilder {
+            items: Vec::with_capacity(bounded(len)),
+            whole: None,
+        }
     }
 
     fn push<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), SerdeError> {
-        let index = self.0.len();
+        if self.whole.is_some() {
+            return Err(<SerdeError as ser::Error>::custom(
+                "array element after the whole array",
+            ));
+        }
+        let index = self.items.len();
         let v = value
             .serialize(ValueSerializer)
             .map_err(|e| e.under_index(index))?;
-        self.0.push(v);
+        self.items.push(v);
         Ok(())
     }
 
     fn finish(self) -> Value {
-        Value::from(self.0)
+        self.whole.unwrap_or_else(|| Value::from(self.items))
     }
 }
 
@@ -322,6 +344,8 @@ impl ser::SerializeTupleStruct for SeqBuilder {
 pub(super) struct MapBuilder {
     entries: Vec<(Arc<str>, Value)>,
     key: Option<Arc<str>>,
+    /// The whole object, when a [`Value`] handed itself over.
+    whole: Option<Value>,
 }
 
 impl MapBuilder {
@@ -329,10 +353,16 @@ impl MapBuilder {
         MapBuilder {
             entries: Vec::with_capacity(bounded(len)),
             key: None,
+            whole: None,
         }
     }
 
     fn put<T: Serialize + ?Sized>(&mut self, key: Arc<str>, value: &T) -> Result<(), SerdeError> {
+        if self.whole.is_some() {
+            return Err(<SerdeError as ser::Error>::custom(
+                "object entry after the whole object",
+            ));
+        }
         let v = value
             .serialize(ValueSerializer)
             .map_err(|e| e.under_key(&key))?;
@@ -341,7 +371,10 @@ impl MapBuilder {
     }
 
     fn finish(self) -> Value {
-        Value::Object(Object::from_entries(self.entries))
+        match self.whole {
+            Some(v) => v,
+            None => Value::Object(Object::from_entries(self.entries)),
+        }
     }
 }
 
