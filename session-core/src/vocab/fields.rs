@@ -11,7 +11,8 @@ use crate::json::{self, Number, Object, SerdeError, SerdeErrorKind, Value};
 ///
 /// Reading keeps every unnamed field here, in order, and remembers the order of all keys;
 /// writing puts the named fields and these back in that order (fields added since reading
-/// follow, named ones first). Equality compares the fields only, not the remembered order.
+/// follow, named ones first). A key in `fields` that the type names is ignored on writing: the
+/// named field wins. Equality compares the fields only, not the remembered order.
 #[derive(Clone, Default)]
 pub struct Extra {
     /// The unnamed fields, in the order read.
