@@ -4,6 +4,11 @@
 //! reference implementation's files need to round-trip byte for byte: JavaScript key order,
 //! `JSON.stringify` escaping and number formatting, and the exact spelling of numbers read from
 //! disk.
+//!
+//! [`Value`] implements serde's `Serialize` and `Deserialize`; [`to_value`] builds a [`Value`]
+//! from any `Serialize` type and [`from_value`] reads any `Deserialize` type out of one. Through
+//! these two a [`Value`] keeps its key order and number spellings; errors are [`SerdeError`]s
+//! naming the JSON Pointer of the offending part.
 
 mod number;
 mod parse;

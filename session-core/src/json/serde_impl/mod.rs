@@ -4,15 +4,17 @@
 //!
 //! Round trips between [`Value`] and these two are lossless: key order and every number's
 //! spelling survive, and a [`Value`] (or one held by a serde type) passes through them as an
-//! O(1) clone that shares storage, whatever its depth. serde has no way to pass a number's spelling through its data model, and
-//! `serde_json`'s `arbitrary_precision` token would turn numbers into objects for every other
-//! format, so [`Value`]'s own impls hand the exact [`Number`] beside the `serialize_*` /
-//! `visit_*` call through a thread-local slot ([`offer`]); only this module's serializer and
-//! deserializer read it, and only when it matches the value in the call. Other formats see
-//! the number's value (integers as integers). A whole container is handed over the same way.
-//! serde's own buffering (untagged and internally tagged enums, `flatten`) sees values only.
-//! `serde_json` parses some floats one unit in the last place off unless its
-//! `float_roundtrip` feature is on; read JSON text with [`super::parse`] to keep it exact.
+//! O(1) clone that shares storage, whatever its depth.
+//!
+//! serde has no way to pass a number's spelling through its data model, and `serde_json`'s
+//! `arbitrary_precision` token would turn numbers into objects for every other format, so
+//! [`Value`]'s own impls hand the exact [`Number`] beside the `serialize_*` / `visit_*` call
+//! through a thread-local slot ([`offer`]); only this module's serializer and deserializer
+//! read it, and only when it matches the value in the call. A whole container is handed over
+//! the same way ([`offer_tree`]). Other formats see the number's value (integers as
+//! integers), and serde's own buffering (untagged and internally tagged enums, `flatten`)
+//! sees values only. `serde_json` parses some floats one unit in the last place off unless
+//! its `float_roundtrip` feature is on; read JSON text with [`super::parse`] to keep it exact.
 //!
 //! Values built from Rust types follow the rules of a live `append` (see
 //! [`super::is_appendable`]): NaN, infinities, `-0` and integers outside ±(2^53 − 1) are
@@ -31,9 +33,11 @@ pub use error::{PathSegment, SerdeError, SerdeErrorKind};
 
 use super::{Number, Value};
 
-/// The deepest nesting that serde conversions of a [`Value`] follow (serde recurses once per
-/// level). Deeper values are refused with [`SerdeErrorKind::TooDeep`]; the lossless parser and
-/// writer have no such limit.
+/// The deepest nesting that serde conversions follow where they recurse once per level: a
+/// serde type read out of a [`Value`], a [`Value`] written to or read from another format,
+/// and the conversion to `serde_json::Value`. Deeper input is refused with
+/// [`SerdeErrorKind::TooDeep`]. A [`Value`] passing through [`to_value`] / [`from_value`]
+/// whole, the lossless parser and the writer have no such limit.
 pub const SERDE_MAX_DEPTH: usize = 128;
 
 /// Serializes `value` into a [`Value`] (losslessly for [`Value`]s and the vocabulary).
