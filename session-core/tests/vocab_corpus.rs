@@ -14,7 +14,9 @@ use session_core::vocab::{
     TurnStart,
 };
 
-/// Every `session.jsonl` under `logs/`, crash variants included.
+/// Every `session.jsonl` under `logs/`, crash variants included, and every
+/// `after-load.session.jsonl` (a crash variant as the reference's repair left it: closers with
+/// `interrupted` turn ends and synthesized tool results).
 fn corpus_files() -> Vec<PathBuf> {
     let logs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus/logs");
     assert!(
@@ -29,14 +31,17 @@ fn corpus_files() -> Vec<PathBuf> {
             let path = entry.expect("corpus directory entry").path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.file_name().is_some_and(|n| n == "session.jsonl") {
+            } else if path
+                .file_name()
+                .is_some_and(|n| n == "session.jsonl" || n == "after-load.session.jsonl")
+            {
                 files.push(path);
             }
         }
     }
     files.sort();
     assert!(
-        files.len() >= 290,
+        files.len() >= 480,
         "expected the full corpus, found {}",
         files.len()
     );
@@ -48,10 +53,12 @@ fn corpus_files() -> Vec<PathBuf> {
 fn events_of(path: &Path, torn: &mut usize) -> Vec<Event> {
     let text = std::fs::read_to_string(path).expect("session.jsonl");
     let lines: Vec<&str> = text.split_terminator('\n').skip(1).collect();
-    let crash = path
-        .parent()
-        .and_then(Path::file_name)
-        .is_some_and(|n| n.to_str().is_some_and(|n| n.starts_with("crash-")));
+    // A damaged crash variant, not the repaired file beside it.
+    let crash = path.file_name().is_some_and(|n| n == "session.jsonl")
+        && path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|n| n.to_str().is_some_and(|n| n.starts_with("crash-")));
     let mut events = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let decoded = Value::parse(line)
@@ -169,6 +176,11 @@ fn vocabulary_round_trips_every_corpus_message_and_core_event() {
                         round_trip(&event, ToolResultData::from_value, ToolResultData::to_value);
                     check_message(&d.message, &ctx, &mut counts);
                     assert!(d.extra.is_empty(), "{ctx}: {:?}", d.extra);
+                    if let Some(error) = &d.error {
+                        *counts
+                            .entry(format!("tool error {}", error.code))
+                            .or_default() += 1;
+                    }
                     messages += 1;
                 }
                 "turn/start" => {
@@ -242,6 +254,9 @@ fn vocabulary_round_trips_every_corpus_message_and_core_event() {
         "turn/end aborted",
         "turn/end error",
         "turn/end max-tokens",
+        "turn/end interrupted",
+        "tool error TOOL_NOT_STARTED",
+        "tool error TOOL_OUTCOME_UNKNOWN",
         "chunk block-start",
         "chunk text-delta",
         "chunk reasoning-delta",
@@ -255,6 +270,6 @@ fn vocabulary_round_trips_every_corpus_message_and_core_event() {
             "no {key} in the corpus: {counts:?}"
         );
     }
-    assert!(messages >= 1184, "{messages} messages");
+    assert!(messages >= 1828, "{messages} messages");
     assert!(torn < files.len(), "{torn} torn tails");
 }
