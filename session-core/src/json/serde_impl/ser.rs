@@ -220,7 +220,9 @@ impl ser::Serializer for ValueSerializer {
     }
     fn serialize_seq(self, len: Option<usize>) -> Result<SeqBuilder, SerdeError> {
         let mut seq = SeqBuilder::new(len);
-        seq.whole = take_offered_tree().filter(|v| v.as_array().is_some());
+        // The offer is for the container whose `serialize_seq` this is: same kind, same length.
+        seq.whole =
+            take_offered_tree().filter(|v| v.as_array().is_some_and(|a| Some(a.len()) == len));
         Ok(seq)
     }
     fn serialize_tuple(self, len: usize) -> Result<SeqBuilder, SerdeError> {
@@ -247,7 +249,8 @@ impl ser::Serializer for ValueSerializer {
     }
     fn serialize_map(self, len: Option<usize>) -> Result<MapBuilder, SerdeError> {
         let mut map = MapBuilder::new(len);
-        map.whole = take_offered_tree().filter(|v| v.as_object().is_some());
+        map.whole =
+            take_offered_tree().filter(|v| v.as_object().is_some_and(|o| Some(o.len()) == len));
         Ok(map)
     }
     fn serialize_struct(self, _name: &'static str, len: usize) -> Result<MapBuilder, SerdeError> {
