@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::json::ParseError;
+use crate::json::{ParseError, SerdeError};
 
 /// Everything that can go wrong in `session-core`. Messages are the reference's texts.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +44,15 @@ pub enum Error {
         /// The number of members (`texts` or `args` entries).
         members: usize,
     },
+    /// An event's `data` does not fit the type it was read as ([`crate::Event::data_as`]).
+    Data {
+        /// The event's seq.
+        seq: u64,
+        /// The event's type.
+        ty: String,
+        /// What did not fit, and where in `data`.
+        source: SerdeError,
+    },
 }
 
 impl fmt::Display for Error {
@@ -67,6 +76,12 @@ impl fmt::Display for Error {
                 f,
                 "malformed {tag} storage row: dt length {dt_len} does not match {members} members"
             ),
+            Error::Data { seq, ty, source } => {
+                write!(
+                    f,
+                    "event at seq {seq} ({ty:?}): data does not fit: {source}"
+                )
+            }
         }
     }
 }
@@ -75,6 +90,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Json(e) => Some(e),
+            Error::Data { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -668,6 +668,16 @@ impl Event {
         }
     }
 
+    /// The payload read as `T` (a [`crate::vocab`] type or any `Deserialize` type; strings
+    /// may borrow from the event). The error names the event and the path in `data`.
+    pub fn data_as<'a, T: serde::Deserialize<'a>>(&'a self) -> Result<T, Error> {
+        json::from_value(self.data()).map_err(|source| Error::Data {
+            seq: self.seq(),
+            ty: self.event_type().to_owned(),
+            source,
+        })
+    }
+
     #[inline]
     fn single(&self) -> Option<&Inner> {
         match &self.0 {

@@ -1,6 +1,7 @@
 //! `session-core` owns the data of an agent session: the event envelope and its vocabulary,
 //! lossless JSON, the frozen append-only [`Log`], the [`SessionHeader`], request-header
-//! folding and the packed chunk-row storage codec.
+//! folding, the packed chunk-row storage codec, and a typed serde [`vocab`]ulary of the core
+//! events.
 //!
 //! It does no I/O, no async and no compression: every other crate builds on these types.
 //!
@@ -34,6 +35,25 @@
 //! );
 //! # Ok::<(), session_core::Error>(())
 //! ```
+//!
+//! Typed data: the [`vocab`] types and any serde type convert to and from [`json::Value`]
+//! ([`json::to_value`], [`json::from_value`], [`Event::data_as`]); the conversions of a
+//! [`json::Value`] itself are lossless, and reading then writing a stored message through
+//! [`vocab::Message`] gives back the same bytes:
+//!
+//! ```
+//! use session_core::{Event, json, vocab};
+//!
+//! let stored = r#"{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"m1"}"#;
+//! let event = Event::appended("user/message", 0, 0, json::Value::parse(stored)?, None, None);
+//! let mut message: vocab::Message = event.data_as()?;
+//! message.id = "m2".into();
+//! assert_eq!(
+//!     json::to_value(&message)?.to_json(),
+//!     stored.replace("m1", "m2")
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod chunk_rows;
 pub mod clock;
@@ -43,6 +63,7 @@ pub mod header;
 pub mod json;
 mod log;
 pub mod request;
+pub mod vocab;
 
 pub use clock::{Clock, FixedClock, SharedClock, SystemClock};
 pub use error::{Error, Result};

@@ -42,8 +42,48 @@
 //! assert_eq!(session.transcript().len(), 2);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Typed events
+//!
+//! [`Draft::from_serde`] builds a draft from a [`session_core::vocab`] payload (event type and
+//! surface marker included); [`Draft::from_serde_as`] from any `Serialize` type;
+//! [`session_core::Event::data_as`] reads one back:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use session_core::FixedClock;
+//! use session_core::vocab::{Message, TurnEnd, TurnEndReason, TurnStart};
+//! use session_surface::{Draft, Session};
+//!
+//! let mut session = Session::create("s", None, None, Arc::new(FixedClock::new(0)))?;
+//! session.append(Draft::from_serde(&TurnStart { turn: 1, ..Default::default() })?)?;
+//! session.append(Draft::from_serde(&Message::user_text("m1", "hello"))?)?; // surfaceOp "append"
+//! session.append(Draft::from_serde(&TurnEnd {
+//!     turn: 1,
+//!     reason: TurnEndReason::default(),
+//!     ..Default::default()
+//! })?)?;
+//!
+//! let events = session.events();
+//! let hello: Message = events.get(1).unwrap().data_as()?;
+//! assert_eq!(hello, Message::user_text("m1", "hello"));
+//! assert_eq!(
+//!     events.get(2).unwrap().data().to_json(),
+//!     r#"{"turn":1,"reason":{"kind":"completed"}}"#
+//! );
+//!
+//! // A plugin's own payload: any `Serialize` type.
+//! #[derive(serde::Serialize)]
+//! struct Feedback<'a> {
+//!     text: &'a str,
+//! }
+//! session.append(Draft::from_serde_as("feedback/record", &Feedback { text: "nice" })?)?;
+//! assert_eq!(session.events().get(3).unwrap().data().to_json(), r#"{"text":"nice"}"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod derive;
+mod draft_serde;
 mod error;
 mod pseq;
 mod session;

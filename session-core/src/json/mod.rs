@@ -4,10 +4,16 @@
 //! reference implementation's files need to round-trip byte for byte: JavaScript key order,
 //! `JSON.stringify` escaping and number formatting, and the exact spelling of numbers read from
 //! disk.
+//!
+//! [`Value`] implements serde's `Serialize` and `Deserialize`; [`to_value`] builds a [`Value`]
+//! from any `Serialize` type and [`from_value`] reads any `Deserialize` type out of one. Through
+//! these two a [`Value`] keeps its key order and number spellings; errors are [`SerdeError`]s
+//! naming the JSON Pointer of the offending part.
 
 mod number;
 mod parse;
 mod scan;
+mod serde_impl;
 mod value;
 mod write;
 
@@ -17,6 +23,11 @@ pub use number::{MAX_SAFE_INTEGER, Number, write_js_number};
 pub use parse::{MAX_DEPTH, ParseError, ParseErrorKind, parse};
 pub(crate) use parse::{string_at, value_at};
 pub(crate) use scan::string_special;
+pub(crate) use serde_impl::nested;
+pub use serde_impl::{
+    PathSegment, SERDE_MAX_DEPTH, SerdeError, SerdeErrorKind, from_value, from_value_owned,
+    to_value,
+};
 pub use value::{Array, Object, Value};
 pub use write::write_str;
 
@@ -296,42 +307,95 @@ fn canonicalize(v: &Value) -> Value {
     done.pop().unwrap_or_default()
 }
 
-/// Why a `serde_json::Value` cannot become a session [`Value`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotLosslessError;
-
-impl std::fmt::Display for NotLosslessError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("value is not losslessly JSON-serializable")
-    }
-}
-
-impl std::error::Error for NotLosslessError {}
-
 impl TryFrom<&serde_json::Value> for Value {
-    type Error = NotLosslessError;
+    type Error = SerdeError;
 
-    /// Converts, refusing what a JavaScript reader would change: `-0`, integers outside
-    /// ±(2^53 − 1). Object keys follow the JavaScript order rules.
-    fn try_from(v: &serde_json::Value) -> Result<Value, NotLosslessError> {
-        // Serialize through text so that deep values do not recurse here.
-        let text = serde_json::to_string(v).map_err(|_| NotLosslessError)?;
-        let parsed = parse(&text).map_err(|_| NotLosslessError)?;
-        snapshot_for_append(&parsed).ok_or(NotLosslessError)
+    /// Converts, refusing what a JavaScript reader would change (`-0`, integers outside
+    /// ±(2^53 − 1)) with the path to it. Object keys follow the JavaScript order rules.
+    fn try_from(v: &serde_json::Value) -> Result<Value, SerdeError> {
+        to_value(v)
     }
 }
 
 impl TryFrom<serde_json::Value> for Value {
-    type Error = NotLosslessError;
-    fn try_from(v: serde_json::Value) -> Result<Value, NotLosslessError> {
+    type Error = SerdeError;
+    fn try_from(v: serde_json::Value) -> Result<Value, SerdeError> {
         Value::try_from(&v)
     }
 }
 
-impl From<&Value> for serde_json::Value {
-    fn from(v: &Value) -> serde_json::Value {
-        serde_json::from_str(&v.to_json()).unwrap_or(serde_json::Value::Null)
+impl TryFrom<&Value> for serde_json::Value {
+    type Error = SerdeError;
+
+    /// Converts values (not spellings: `1.0` becomes the float 1). Integer literals that fit
+    /// 64 bits stay exact. Refused, with the path to it: a number outside the double range
+    /// (`1e400`), and nesting deeper than [`SERDE_MAX_DEPTH`] (`serde_json`'s own limit, whose
+    /// values drop recursively).
+    fn try_from(v: &Value) -> Result<serde_json::Value, SerdeError> {
+        to_serde_json(v, 0)
     }
+}
+
+impl TryFrom<Value> for serde_json::Value {
+    type Error = SerdeError;
+    fn try_from(v: Value) -> Result<serde_json::Value, SerdeError> {
+        serde_json::Value::try_from(&v)
+    }
+}
+
+fn to_serde_json(v: &Value, depth: usize) -> Result<serde_json::Value, SerdeError> {
+    let deeper = || {
+        if depth >= SERDE_MAX_DEPTH {
+            Err(SerdeError::new(SerdeErrorKind::TooDeep))
+        } else {
+            Ok(depth + 1)
+        }
+    };
+    Ok(match v {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => serde_json::Value::Bool(*b),
+        Value::String(s) => serde_json::Value::String(s.to_string()),
+        Value::Number(n) => serde_json::Value::Number(serde_json_number(n)?),
+        Value::Array(items) => {
+            let depth = deeper()?;
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                out.push(to_serde_json(item, depth).map_err(|e| e.under_index(i))?);
+            }
+            serde_json::Value::Array(out)
+        }
+        Value::Object(o) => {
+            let depth = deeper()?;
+            let mut out = serde_json::Map::with_capacity(o.len());
+            for (k, item) in o.iter() {
+                out.insert(
+                    k.to_owned(),
+                    to_serde_json(item, depth).map_err(|e| e.under_key(k))?,
+                );
+            }
+            serde_json::Value::Object(out)
+        }
+    })
+}
+
+fn serde_json_number(n: &Number) -> Result<serde_json::Number, SerdeError> {
+    if n.is_verbatim() && n.is_integer_literal() {
+        let mut text = String::new();
+        n.write(&mut text);
+        if let Ok(u) = text.parse::<u64>() {
+            return Ok(u.into());
+        }
+        if let Ok(i) = text.parse::<i64>() {
+            return Ok(i.into());
+        }
+    }
+    if !n.is_verbatim()
+        && let Some(i) = n.as_i64()
+    {
+        return Ok(i.into());
+    }
+    serde_json::Number::from_f64(n.as_f64())
+        .ok_or_else(|| SerdeError::new(SerdeErrorKind::NonFinite))
 }
 
 #[cfg(test)]
@@ -382,7 +446,34 @@ mod tests {
             Value::try_from(&v).unwrap().to_json(),
             r#"{"2":[true,null,"x"],"b":1,"a":1.5}"#
         );
-        assert!(Value::try_from(serde_json::json!(u64::MAX)).is_err());
-        assert!(Value::try_from(serde_json::json!(-0.0)).is_err());
+        assert_eq!(
+            Value::try_from(serde_json::json!({"a": [1, u64::MAX]}))
+                .unwrap_err()
+                .to_string(),
+            "integer 18446744073709551615 is outside the safe range ±(2^53 − 1) at /a/1"
+        );
+        assert_eq!(
+            Value::try_from(serde_json::json!(-0.0)).unwrap_err().kind(),
+            &SerdeErrorKind::NegativeZero
+        );
+    }
+
+    #[test]
+    fn to_serde_json_is_fallible_and_names_the_place() {
+        let v = parse(r#"{"b":[1,1.0,9007199254740993,-5],"a":"x"}"#).unwrap();
+        let j = serde_json::Value::try_from(&v).unwrap();
+        assert_eq!(
+            serde_json::to_string(&j).unwrap(),
+            r#"{"b":[1,1.0,9007199254740993,-5],"a":"x"}"#
+        );
+        let err =
+            serde_json::Value::try_from(&parse(r#"{"k":[0,{"n":1e400}]}"#).unwrap()).unwrap_err();
+        assert_eq!(err.kind(), &SerdeErrorKind::NonFinite);
+        assert_eq!(err.pointer(), "/k/1/n");
+        assert_eq!(err.to_string(), "number is NaN or infinite at /k/1/n");
+        let deep = parse(&format!("{}{}", "[".repeat(200), "]".repeat(200))).unwrap();
+        let err = serde_json::Value::try_from(&deep).unwrap_err();
+        assert_eq!(err.kind(), &SerdeErrorKind::TooDeep);
+        assert_eq!(err.path().count(), SERDE_MAX_DEPTH);
     }
 }
