@@ -126,6 +126,9 @@ struct SessionState {
     materialized: bool,
     /// The live session bound to this state, if any.
     owner: Option<SharedSession>,
+    /// Write ownership not taken yet: the first append takes it, checked against this revision
+    /// (a live session adopted from storage without writing, see `adopt_live_prefix`).
+    unclaimed: Option<Revision>,
 }
 
 /// One live session's initialization and write-behind controller.
@@ -786,10 +789,21 @@ impl CoordInner {
             });
         }
         let torn = stored.torn.clone();
+        let revision = stored.revision.clone();
         let (meta, _, events) = self.stored_events(&id, stored)?;
         if !seed_covers_prefix(seed, &events, self.redact.as_ref()) {
             return Err(Error::PrefixCollision { id: id.to_string() });
         }
+        // A second service adopting a session the first one still writes (hot reload) writes
+        // nothing here: ownership is then taken at its first append, checked against the
+        // revision read now.
+        let suffix = seed.suffix(events.len()).to_vec();
+        let unclaimed = if torn.is_none() && suffix.is_empty() {
+            Some(revision)
+        } else {
+            self.backend.acquire(&meta, Some(&revision)).await?;
+            None
+        };
         if torn.is_some() {
             self.backend.commit_repair(&meta, torn, &[]).await?;
         }
@@ -805,10 +819,10 @@ impl CoordInner {
                     cursor,
                     materialized: true,
                     owner: Some(session.clone()),
+                    unclaimed,
                 },
             );
         }
-        let suffix = seed.suffix(events.len()).to_vec();
         self.append_core(&id, suffix).await
     }
 
@@ -947,6 +961,7 @@ impl CoordInner {
         if self.backend.load_stored(&id).await?.is_some() {
             return Err(Error::AlreadyPersisted { id: id.to_string() });
         }
+        self.backend.acquire(&meta, None).await?;
         let mut core = self.core();
         let generation = core.next_token();
         core.states.insert(
@@ -957,6 +972,7 @@ impl CoordInner {
                 cursor: 0,
                 materialized: false,
                 owner: None,
+                unclaimed: None,
             },
         );
         Ok(())
@@ -973,14 +989,19 @@ impl CoordInner {
             Some(g) => g,
             None => self.adopt(id).await?,
         };
-        let (meta, cursor, materialized) = {
+        let (meta, cursor, materialized, unclaimed) = {
             let core = self.core();
             let state = core
                 .states
                 .get(id)
                 .filter(|s| s.generation == generation)
                 .ok_or_else(|| Error::LostState { id: id.to_owned() })?;
-            (state.meta.clone(), state.cursor, state.materialized)
+            (
+                state.meta.clone(),
+                state.cursor,
+                state.materialized,
+                state.unclaimed.clone(),
+            )
         };
         for (index, event) in events.iter().enumerate() {
             let expected = cursor + index as u64;
@@ -997,6 +1018,17 @@ impl CoordInner {
             Some(redactor) => crate::redact::apply(redactor, id, events)?,
             None => events,
         };
+        if let Some(revision) = unclaimed {
+            self.backend.acquire(&meta, Some(&revision)).await?;
+            if let Some(state) = self
+                .core()
+                .states
+                .get_mut(id)
+                .filter(|s| s.generation == generation)
+            {
+                state.unclaimed = None;
+            }
+        }
         self.backend
             .append_batch(&meta, &events, materialized)
             .await?;
@@ -1104,6 +1136,18 @@ impl CoordInner {
         {
             return Err(Error::LiveOwner { id: id.to_string() });
         }
+        // Opening for writing: the backend takes the session's write ownership now and checks,
+        // under it, that storage is still the state this source was read from. A stale source
+        // is read again (whoever changed storage has let go of it, or this would be `Locked`).
+        match self
+            .backend
+            .acquire(&source.inspection.meta, Some(&source.revision))
+            .await
+        {
+            Ok(()) => {}
+            Err(Error::StaleWriter { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        }
         if !self.is_current(source).await? {
             return Ok(None);
         }
@@ -1133,6 +1177,7 @@ impl CoordInner {
                 cursor,
                 materialized: true,
                 owner: None,
+                unclaimed: None,
             },
         );
         Ok(Some(generation))
@@ -1918,6 +1963,7 @@ mod tests {
                     cursor: 2,
                     materialized: true,
                     owner: Some(owner),
+                    unclaimed: None,
                 },
             );
         }

@@ -1,15 +1,40 @@
 //! Single-writer ownership of session logs.
 //!
-//! A backend instance that writes to a session keeps that log open with an exclusive advisory
-//! lock (`flock`) on the log file itself until the session is released or the backend closes.
-//! Locks belong to open file descriptions, so a second backend instance, in this process or
-//! another, cannot take the lock and fails with `session "<id>" is locked by another writer`
-//! before writing a byte. A first publication locks its temporary file before linking it into
-//! place, so the published log is locked from the moment it becomes visible.
+//! # Scope of the lock
 //!
-//! Before every write the owner checks that the path still names the locked file and that its
-//! length is what the owner last wrote: a log that disappeared is never re-created, and a log
-//! that was replaced or changed by someone else is not appended to.
+//! A writer holds an exclusive advisory lock (`flock`) on the log file itself, from the moment
+//! its session is opened for writing ([`Backend::acquire`]: the coordinator calls it when it
+//! loads a session to resume or append to it) until the session is released
+//! ([`Backend::release`], when the coordinator retires the session) or the backend closes.
+//!
+//! * **Other processes**: a second writer cannot take the lock and fails with
+//!   `session "<id>" is locked by another writer` when it opens the session, before writing a
+//!   byte. The kernel drops the lock when the holder exits, also when it is killed.
+//! * **This process**: `flock` locks belong to open file descriptions, so a second backend
+//!   instance in the same process opens the log again and is refused exactly like another
+//!   process. One backend instance is one writer: everything that shares an instance (its
+//!   clones, and every coordinator built over it) shares its locks; a coordinator in turn
+//!   refuses a second live session of an id it already writes.
+//! * **A new session** has no file to lock before its first append publishes it (nothing is
+//!   created before then). A first publication locks its temporary file before linking it into
+//!   place, so the published log is locked from the moment it becomes visible, and linking
+//!   never overwrites: of two writers creating the same session, the second is refused at
+//!   publication (`refusing to materialize "<id>": a log already exists on disk`) and writes
+//!   nothing.
+//! * **Network file systems are not supported**: `flock` on NFS, SMB and similar mounts is
+//!   emulated or ignored, so two machines writing one root are not excluded.
+//!
+//! # Tail checks
+//!
+//! Opening for writing checks, under the lock, that the stored log is exactly the one the
+//! writer's session was loaded from (same file, length and revision); a stale writer gets
+//! [`Error::StaleWriter`] naming both positions and writes nothing. Before every write the
+//! owner checks that the path still names the locked file and that its length is what the owner
+//! last wrote: a log that disappeared is never re-created, and a log that was replaced or changed
+//! by someone else is not appended to.
+//!
+//! [`Backend::acquire`]: crate::Backend::acquire
+//! [`Backend::release`]: crate::Backend::release
 
 use std::collections::HashMap;
 use std::io;
@@ -78,12 +103,43 @@ impl Writer {
         Ok(())
     }
 
+    /// Checks that the locked log is at revision `expected` (the revision the writer's session
+    /// was loaded from), and adopts its length as the writer's position.
+    fn check_at(&mut self, expected: &str) -> Result<()> {
+        let stat = self
+            .file
+            .stat()
+            .map_err(|e| Error::io("fstat", &self.path, e))?;
+        let stored = stat.revision_text();
+        if stored == expected && self.len != stat.size {
+            // The loaded log holds bytes this writer did not write.
+            return Err(self.replaced());
+        }
+        if stored != expected {
+            return Err(Error::StaleWriter {
+                id: self.id.clone(),
+                path: self.path.clone(),
+                loaded_len: revision_len(expected),
+                loaded: expected.to_owned(),
+                stored_len: stat.size,
+                stored,
+            });
+        }
+        self.len = stat.size;
+        Ok(())
+    }
+
     fn replaced(&self) -> Error {
         Error::Replaced {
             id: self.id.clone(),
             path: self.path.clone(),
         }
     }
+}
+
+/// The length field of a JSONL revision text (`dev:ino:size:mtimeNs:ctimeNs`).
+fn revision_len(revision: &str) -> Option<u64> {
+    revision.split(':').nth(2)?.parse().ok()
 }
 
 /// A shared, lockable writer.
@@ -141,6 +197,33 @@ impl Writers {
         }));
         map.insert(path.to_path_buf(), (id.to_owned(), writer.clone()));
         Ok(writer)
+    }
+
+    /// Opens the existing log of `id` for writing: takes its lock (or uses the writer this
+    /// instance already holds) and checks, under the lock, that the log is exactly at
+    /// revision `expected`. On a mismatch nothing is kept: a lock taken here is released.
+    pub(crate) fn open_at(
+        &self,
+        fs: &dyn Fs,
+        id: &str,
+        path: &Path,
+        expected: &str,
+    ) -> Result<SharedWriter> {
+        let held = self.map().contains_key(path);
+        let shared = self.acquire(fs, id, path)?;
+        let checked = {
+            let mut writer = lock_writer(&shared);
+            writer
+                .verify(fs, false)
+                .and_then(|()| writer.check_at(expected))
+        };
+        if let Err(e) = checked {
+            if !held {
+                self.map().remove(path);
+            }
+            return Err(e);
+        }
+        Ok(shared)
     }
 
     /// Registers the writer of a log this instance just published.
