@@ -1589,6 +1589,8 @@ impl Persistence {
 
     /// Commits cold recovery (cuts a torn tail, durably appends closers) and returns the
     /// balanced log. For a live id: flushes and returns its snapshot, or refuses an open turn.
+    /// A cold load opens the session for writing ([`Backend::acquire`]): the backend's write
+    /// ownership is held until the session built from it is retired, or the service disposed.
     pub async fn load(&self, id: &str) -> Result<Inspection> {
         self.inner.check_open()?;
         let me = &self.inner;
@@ -1723,7 +1725,9 @@ impl Persistence {
 
     /// Prepares and reserves the exact unpublished session used to resume `id`. Publish it
     /// through the store (`enter` + `announce`) while the preparation is held; dropping or
-    /// disposing the preparation releases the reservation.
+    /// disposing the preparation releases the reservation. Preparing opens the session for
+    /// writing ([`Backend::acquire`]): a second writer is refused now, not at its first write,
+    /// and ownership is held until the published session is retired, or the service disposed.
     pub async fn prepare(
         &self,
         id: &str,
