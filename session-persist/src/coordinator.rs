@@ -2,7 +2,7 @@
 //! [`SessionStore`] and a [`Backend`] — live write-behind, per-id serialization, adoption and
 //! collision rules, cold preparation with crash repair, and teardown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -149,6 +149,8 @@ struct Core {
     states: HashMap<Arc<str>, SessionState>,
     live: HashMap<Arc<str>, Vec<LiveEntry>>,
     retirements: HashMap<Arc<str>, Retirement>,
+    /// The ids this service opened for writing ([`Backend::acquire`]) and has not released.
+    leased: HashSet<Arc<str>>,
     next: u64,
     disposed: bool,
 }
@@ -801,7 +803,7 @@ impl CoordInner {
         let unclaimed = if torn.is_none() && suffix.is_empty() {
             Some(revision)
         } else {
-            self.backend.acquire(&meta, Some(&revision)).await?;
+            self.open_for_writing(&meta, Some(&revision)).await?;
             None
         };
         if torn.is_some() {
@@ -921,6 +923,7 @@ impl CoordInner {
                     .is_some_and(|o| o.ptr_eq(&session));
                 if owned {
                     core.states.remove(&op_id);
+                    core.leased.remove(&op_id);
                 }
                 owned
             };
@@ -930,6 +933,21 @@ impl CoordInner {
             Ok(())
         })
         .await
+    }
+
+    /// Opens the session of `meta` for writing ([`Backend::acquire`]) unless this service holds
+    /// it already: a service opens a session once, until it releases it at retirement.
+    async fn open_for_writing(
+        &self,
+        meta: &SessionHeader,
+        stored: Option<&Revision>,
+    ) -> Result<()> {
+        if self.core().leased.contains(&*meta.id) {
+            return Ok(());
+        }
+        self.backend.acquire(meta, stored).await?;
+        self.core().leased.insert(meta.id.clone());
+        Ok(())
     }
 
     /// Waits for a retiring lifecycle of `id`, if any.
@@ -961,7 +979,7 @@ impl CoordInner {
         if self.backend.load_stored(&id).await?.is_some() {
             return Err(Error::AlreadyPersisted { id: id.to_string() });
         }
-        self.backend.acquire(&meta, None).await?;
+        self.open_for_writing(&meta, None).await?;
         let mut core = self.core();
         let generation = core.next_token();
         core.states.insert(
@@ -1019,7 +1037,7 @@ impl CoordInner {
             None => events,
         };
         if let Some(revision) = unclaimed {
-            self.backend.acquire(&meta, Some(&revision)).await?;
+            self.open_for_writing(&meta, Some(&revision)).await?;
             if let Some(state) = self
                 .core()
                 .states
@@ -1140,8 +1158,7 @@ impl CoordInner {
         // under it, that storage is still the state this source was read from. A stale source
         // is read again (whoever changed storage has let go of it, or this would be `Locked`).
         match self
-            .backend
-            .acquire(&source.inspection.meta, Some(&source.revision))
+            .open_for_writing(&source.inspection.meta, Some(&source.revision))
             .await
         {
             Ok(()) => {}

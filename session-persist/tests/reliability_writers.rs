@@ -518,3 +518,133 @@ fn a_second_instance_in_this_process_is_refused_at_open() {
         });
     }
 }
+
+/// One backend instance is one set of locks, yet two services sharing it are two writers: the
+/// second cannot open a session the first opened (nor a session the first created and
+/// published), until the first retires it.
+#[test]
+fn a_second_service_over_the_same_instance_is_refused_at_open() {
+    for (compression, name) in [(Compression::None, "none"), (Compression::Zstd, "zstd")] {
+        let tmp = TempDir::new(&format!("shared-instance-{name}"));
+        let root = tmp.path().join("root");
+        seed_root(&root, "stale", compression);
+        let rt = runtime();
+        rt.block_on(async {
+            let shared: Arc<dyn Backend> = backend(&root, compression);
+            let (first_store, second_store) = (store(), store());
+            let first = Persistence::new(
+                shared.clone(),
+                first_store.clone(),
+                PersistenceOptions::default(),
+            )
+            .unwrap();
+            let second = Persistence::new(
+                shared.clone(),
+                second_store.clone(),
+                PersistenceOptions::default(),
+            )
+            .unwrap();
+            let preparation = first.prepare(ID, None).await.unwrap();
+            let session = preparation.session().clone();
+            first_store.enter(&session).unwrap();
+            first_store.announce(&session).unwrap();
+            let err = second.prepare(ID, None).await.unwrap_err();
+            assert_eq!(err.to_string(), "session \"s\" is locked by another writer");
+            // A session the first service creates is refused to the second once published.
+            let (created, created_detach) = first_store
+                .create(
+                    Some("n"),
+                    PrepareOptions {
+                        meta: Some(meta_value(Some(CWD))),
+                        ..PrepareOptions::default()
+                    },
+                )
+                .unwrap();
+            complete_turn(&created, 1);
+            first_store.flush(&created).await.unwrap();
+            let err = second.prepare("n", None).await.unwrap_err();
+            assert_eq!(err.to_string(), "session \"n\" is locked by another writer");
+            // Retiring the first service's session releases it.
+            drop(preparation);
+            assert!(first_store.detach(&session));
+            created_detach.detach();
+            for _ in 0..500 {
+                if !first.retiring(ID) && !first.retiring("n") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(
+                !first.retiring(ID),
+                "the first service's session never retired"
+            );
+            drop(second.prepare(ID, None).await.unwrap());
+            drop(second.prepare("n", None).await.unwrap());
+            second.dispose().await.unwrap();
+            first.dispose().await.unwrap();
+        });
+    }
+}
+
+/// A second service adopting a live session of its store (hot reload) writes nothing when it
+/// adopts and takes no lock then; at its first append it opens the session, checked against
+/// the revision it read: refused while the first service holds the session, and refused as
+/// stale (nothing written, no duplicate seq) once the first service wrote more and let go.
+#[test]
+fn a_hot_reload_adoption_opens_at_its_first_append_against_what_it_read() {
+    for (compression, name) in [(Compression::None, "none"), (Compression::Zstd, "zstd")] {
+        let tmp = TempDir::new(&format!("hot-reload-{name}"));
+        let root = tmp.path().join("root");
+        let rt = runtime();
+        rt.block_on(async {
+            let sessions = store();
+            let first = Persistence::new(
+                backend(&root, compression),
+                sessions.clone(),
+                PersistenceOptions::default(),
+            )
+            .unwrap();
+            let (session, _detach) = sessions
+                .create(
+                    Some(ID),
+                    PrepareOptions {
+                        meta: Some(meta_value(Some(CWD))),
+                        ..PrepareOptions::default()
+                    },
+                )
+                .unwrap();
+            complete_turn(&session, 1);
+            sessions.flush(&session).await.unwrap();
+            // The second service adopts the live session: it reads the log, writes nothing.
+            let second = Persistence::new(
+                backend(&root, compression),
+                sessions.clone(),
+                PersistenceOptions::default(),
+            )
+            .unwrap();
+            sessions.flush(&session).await.unwrap();
+            complete_turn(&session, 2);
+            let err = second.flush(&session).await.unwrap_err();
+            assert_eq!(err.to_string(), "session \"s\" is locked by another writer");
+            first.flush(&session).await.unwrap();
+            first.dispose().await.unwrap();
+            // Read on a thread of its own: `stored_events` runs its own runtime.
+            let count = || {
+                let root = root.clone();
+                std::thread::spawn(move || stored_events(&root, compression).len())
+                    .join()
+                    .unwrap()
+            };
+            assert_eq!(count(), 12);
+            complete_turn(&session, 3);
+            let err = second.flush(&session).await.unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("changed since this writer loaded it"),
+                "{err}"
+            );
+            assert_eq!(count(), 12, "nothing written");
+            let _ = second.dispose().await;
+        });
+    }
+}

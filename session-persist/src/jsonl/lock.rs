@@ -12,8 +12,9 @@
 //!   byte. The kernel drops the lock when the holder exits, also when it is killed.
 //! * **This process**: `flock` locks belong to open file descriptions, so a second backend
 //!   instance in the same process opens the log again and is refused exactly like another
-//!   process. One backend instance is one writer: everything that shares an instance (its
-//!   clones, and every coordinator built over it) shares its locks; a coordinator in turn
+//!   process. Within one instance (its clones included) a session is opened once: a second
+//!   opening, such as a second coordinator built over the same instance, is refused with the
+//!   same error until the first releases it; a coordinator in turn opens each session once and
 //!   refuses a second live session of an id it already writes.
 //! * **A new session** has no file to lock before its first append publishes it (nothing is
 //!   created before then). A first publication locks its temporary file before linking it into
@@ -55,6 +56,9 @@ pub(crate) struct Writer {
     pub(crate) len: u64,
     /// A failed rollback left bytes beyond `len`; they are cut before the next write.
     pub(crate) rollback_pending: bool,
+    /// Whether a session was opened for writing on this writer ([`Writers::open_at`], or a
+    /// first publication): a second opening through this instance is refused.
+    pub(crate) opened: bool,
 }
 
 impl Writer {
@@ -194,14 +198,16 @@ impl Writers {
             identity,
             len: identity.size,
             rollback_pending: false,
+            opened: false,
         }));
         map.insert(path.to_path_buf(), (id.to_owned(), writer.clone()));
         Ok(writer)
     }
 
     /// Opens the existing log of `id` for writing: takes its lock (or uses the writer this
-    /// instance already holds) and checks, under the lock, that the log is exactly at
-    /// revision `expected`. On a mismatch nothing is kept: a lock taken here is released.
+    /// instance already holds, unless the session was opened on it already: then it is
+    /// [`Error::Locked`]) and checks, under the lock, that the log is exactly at revision
+    /// `expected`. On a mismatch nothing is kept: a lock taken here is released.
     pub(crate) fn open_at(
         &self,
         fs: &dyn Fs,
@@ -213,9 +219,18 @@ impl Writers {
         let shared = self.acquire(fs, id, path)?;
         let checked = {
             let mut writer = lock_writer(&shared);
-            writer
+            if writer.opened {
+                // Another user of this instance (a second service over it) opened the session.
+                return Err(Error::Locked {
+                    id: id.to_owned(),
+                    path: path.to_path_buf(),
+                });
+            }
+            let checked = writer
                 .verify(fs, false)
-                .and_then(|()| writer.check_at(expected))
+                .and_then(|()| writer.check_at(expected));
+            writer.opened = checked.is_ok();
+            checked
         };
         if let Err(e) = checked {
             if !held {

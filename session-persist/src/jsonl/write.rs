@@ -198,6 +198,7 @@ impl Inner {
             identity,
             len: content.len() as u64,
             rollback_pending: false,
+            opened: true,
         });
         synced
     }
