@@ -2,7 +2,7 @@
 //! [`SessionStore`] and a [`Backend`] — live write-behind, per-id serialization, adoption and
 //! collision rules, cold preparation with crash repair, and teardown.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -149,8 +149,10 @@ struct Core {
     states: HashMap<Arc<str>, SessionState>,
     live: HashMap<Arc<str>, Vec<LiveEntry>>,
     retirements: HashMap<Arc<str>, Retirement>,
-    /// The ids this service opened for writing ([`Backend::acquire`]) and has not released.
-    leased: HashSet<Arc<str>>,
+    /// The ids this service opened for writing ([`Backend::acquire`]) and has not released;
+    /// `true` once the opening covers a stored artifact (opened at a revision, or published by
+    /// this service), `false` for a new session opened before its first publication.
+    leased: HashMap<Arc<str>, bool>,
     next: u64,
     disposed: bool,
 }
@@ -942,11 +944,13 @@ impl CoordInner {
         meta: &SessionHeader,
         stored: Option<&Revision>,
     ) -> Result<()> {
-        if self.core().leased.contains(&*meta.id) {
-            return Ok(());
+        let held = self.core().leased.get(&*meta.id).copied();
+        match (held, stored) {
+            (Some(true), _) | (Some(false), None) => return Ok(()),
+            (None | Some(false), _) => {}
         }
         self.backend.acquire(meta, stored).await?;
-        self.core().leased.insert(meta.id.clone());
+        self.core().leased.insert(meta.id.clone(), stored.is_some());
         Ok(())
     }
 
@@ -1052,6 +1056,10 @@ impl CoordInner {
             .await?;
         {
             let mut core = self.core();
+            if !materialized {
+                // The first publication leaves the published log opened by this service.
+                core.leased.insert(meta.id.clone(), true);
+            }
             if let Some(state) = core
                 .states
                 .get_mut(id)

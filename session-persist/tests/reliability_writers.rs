@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use common::{TempDir, copy_tree};
 use coord::{complete_turn, meta_value, store};
-use session_core::Event;
 use session_core::json::Value;
+use session_core::{Event, SessionHeader};
 use session_persist::{
     Backend, Compression, Error, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions,
 };
@@ -520,8 +520,8 @@ fn a_second_instance_in_this_process_is_refused_at_open() {
 }
 
 /// One backend instance is one set of locks, yet two services sharing it are two writers: the
-/// second cannot open a session the first opened (nor a session the first created and
-/// published), until the first retires it.
+/// second cannot open a session the first opened (resumed, created and published, or
+/// registered for creation and not yet published), until the first retires it.
 #[test]
 fn a_second_service_over_the_same_instance_is_refused_at_open() {
     for (compression, name) in [(Compression::None, "none"), (Compression::Zstd, "zstd")] {
@@ -564,6 +564,16 @@ fn a_second_service_over_the_same_instance_is_refused_at_open() {
             first_store.flush(&created).await.unwrap();
             let err = second.prepare("n", None).await.unwrap_err();
             assert_eq!(err.to_string(), "session \"n\" is locked by another writer");
+            // A new session opened (registered for lazy creation) by the first, not yet
+            // published: the second cannot open it either.
+            let mut lazy = SessionHeader::new("lazy", 1);
+            lazy.cwd = Some(CWD.into());
+            first.create(&lazy).await.unwrap();
+            let err = second.create(&lazy).await.unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "session \"lazy\" is locked by another writer"
+            );
             // Retiring the first service's session releases it.
             drop(preparation);
             assert!(first_store.detach(&session));

@@ -17,11 +17,12 @@
 //!   same error until the first releases it; a coordinator in turn opens each session once and
 //!   refuses a second live session of an id it already writes.
 //! * **A new session** has no file to lock before its first append publishes it (nothing is
-//!   created before then). A first publication locks its temporary file before linking it into
-//!   place, so the published log is locked from the moment it becomes visible, and linking
-//!   never overwrites: of two writers creating the same session, the second is refused at
-//!   publication (`refusing to materialize "<id>": a log already exists on disk`) and writes
-//!   nothing.
+//!   created before then). Within one instance it is opened once (an in-memory reservation);
+//!   across instances and processes, a first publication locks its temporary file before
+//!   linking it into place, so the published log is locked from the moment it becomes visible,
+//!   and linking never overwrites: of two writers creating the same session, the second is
+//!   refused at publication (`refusing to materialize "<id>": a log already exists on disk`)
+//!   and writes nothing.
 //! * **Network file systems are not supported**: `flock` on NFS, SMB and similar mounts is
 //!   emulated or ignored, so two machines writing one root are not excluded.
 //!
@@ -56,8 +57,10 @@ pub(crate) struct Writer {
     pub(crate) len: u64,
     /// A failed rollback left bytes beyond `len`; they are cut before the next write.
     pub(crate) rollback_pending: bool,
-    /// Whether a session was opened for writing on this writer ([`Writers::open_at`], or a
-    /// first publication): a second opening through this instance is refused.
+    /// Whether a session was opened for writing on this writer ([`Writers::open_at`], or the
+    /// publication of a session opened with [`Writers::reserve`]): a second opening through
+    /// this instance is refused. A log written without opening (a tool copying logs through the
+    /// backend) can still be opened once.
     pub(crate) opened: bool,
 }
 
@@ -159,9 +162,37 @@ pub(crate) fn lock_writer(w: &SharedWriter) -> std::sync::MutexGuard<'_, Writer>
 #[derive(Default)]
 pub(crate) struct Writers {
     map: Mutex<HashMap<PathBuf, (String, SharedWriter)>>,
+    /// New sessions opened for writing before their first publication, by log path (with
+    /// their session ids).
+    creating: Mutex<HashMap<PathBuf, String>>,
 }
 
 impl Writers {
+    fn creating(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, String>> {
+        self.creating.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens the new session `id` (no log yet) for writing through this instance: a second
+    /// opening through the instance is refused until the first is released. Nothing on disk
+    /// can be locked yet; the first publication locks the log it links into place.
+    pub(crate) fn reserve(&self, id: &str, path: &Path) -> Result<()> {
+        let mut creating = self.creating();
+        if creating.contains_key(path) {
+            return Err(Error::Locked {
+                id: id.to_owned(),
+                path: path.to_path_buf(),
+            });
+        }
+        creating.insert(path.to_path_buf(), id.to_owned());
+        Ok(())
+    }
+
+    /// Whether the new session at `path` was opened for writing ([`Writers::reserve`]); the
+    /// reservation is consumed by its publication.
+    pub(crate) fn take_reservation(&self, path: &Path) -> bool {
+        self.creating().remove(path).is_some()
+    }
+
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (String, SharedWriter)>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -251,11 +282,13 @@ impl Writers {
 
     /// Drops the writers of session `id` (releasing their locks once no write is running).
     pub(crate) fn release(&self, id: &str) {
+        self.creating().retain(|_, owner| owner != id);
         self.map().retain(|_, (owner, _)| owner != id);
     }
 
     /// Drops every writer.
     pub(crate) fn clear(&self) {
+        self.creating().clear();
         self.map().clear();
     }
 }

@@ -363,7 +363,7 @@ impl Inner {
             None if self.exists(&path)? => Err(Error::AlreadyMaterialized {
                 id: meta.id.to_string(),
             }),
-            None => Ok(()),
+            None => self.writers.reserve(&meta.id, &path),
         }
     }
 
@@ -636,7 +636,8 @@ impl Backend for JsonlBackend {
     /// Opens the log for writing: locks it and checks, under the lock, that it is exactly at
     /// `stored` ([`Error::StaleWriter`] otherwise; a log another instance or process holds is
     /// [`Error::Locked`]). For a new session (`None`) there is no file to lock yet: it checks
-    /// that no log exists, and the first publication locks the log it links into place.
+    /// that no log exists and that this instance has not opened the session already, and the
+    /// first publication locks the log it links into place.
     async fn acquire(&self, meta: &SessionHeader, stored: Option<&Revision>) -> Result<()> {
         let meta = meta.clone();
         let stored = stored.map(|r| r.as_str().to_owned());

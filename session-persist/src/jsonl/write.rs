@@ -191,6 +191,7 @@ impl Inner {
         let synced = self.sync_dir(session_dir);
         cleanup(self.fs.as_ref());
         let identity = identity?;
+        let opened = self.writers.take_reservation(&path);
         self.writers.insert(Writer {
             id: meta.id.to_string(),
             path,
@@ -198,7 +199,7 @@ impl Inner {
             identity,
             len: content.len() as u64,
             rollback_pending: false,
-            opened: true,
+            opened,
         });
         synced
     }
