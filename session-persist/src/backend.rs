@@ -255,8 +255,10 @@ pub trait Backend: Send + Sync {
     /// Opens the session of `meta` for writing (see the single-writer rule): takes exclusive
     /// write ownership now, and checks under it that storage is exactly at `stored`, the
     /// revision the writer's session was loaded from (`None`: a new session, no artifact may
-    /// exist). Ownership taken here is held until [`Backend::release`] or [`Backend::close`];
-    /// calling it again while holding ownership repeats the check. The default does nothing.
+    /// exist). Ownership taken here is held until [`Backend::release`] or [`Backend::close`]; a
+    /// session is opened once per instance: opening it again through the same instance (a
+    /// second coordinator over it) is refused like another writer until it is released. The
+    /// default does nothing.
     async fn acquire(&self, meta: &SessionHeader, stored: Option<&Revision>) -> Result<()> {
         let _ = (meta, stored);
         Ok(())
