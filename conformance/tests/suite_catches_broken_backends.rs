@@ -82,6 +82,9 @@ impl Backend for Wrapper {
     async fn read_raw(&self, id: &str) -> Result<Option<RawArtifact>> {
         self.inner.read_raw(id).await
     }
+    async fn acquire(&self, meta: &SessionHeader, stored: Option<&Revision>) -> Result<()> {
+        self.inner.acquire(meta, stored).await
+    }
     async fn release(&self, id: &str) -> Result<()> {
         self.inner.release(id).await
     }

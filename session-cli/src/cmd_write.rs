@@ -8,7 +8,7 @@ use session_core::json::Value;
 use session_core::{Event, EventParts, Events, KeyOrder, SessionHeader};
 use session_fork::fork_events;
 use session_persist::{Backend, Compression};
-use session_store::{PrepareOptions, SessionPreparation, SharedSession};
+use session_store::{PrepareOptions, SessionPreparation, SessionStore, SharedSession};
 use session_surface::Draft;
 
 use crate::append_failure::{Accepted, flush_failure_hint};
@@ -86,36 +86,98 @@ fn parse_line(text: &str) -> std::result::Result<Line, String> {
     Ok(Line::Draft(draft))
 }
 
-/// Flushes and acknowledges with `{"flushed":SEQ}` on stdout. A failure says what is on disk,
-/// what is lost when the process exits and what to run next.
-fn barrier(
-    store: &Store,
+/// Builds the hint of a failed flush from what was accepted so far and the failure's cause.
+type Hint<'a> = dyn Fn(&Accepted, &(dyn std::error::Error + 'static)) -> String + 'a;
+
+/// Flushes `session` and returns its acknowledgement, `{"flushed":SEQ}` (the last durable seq,
+/// `null` before the first event). A failure's hint (`hint`) says what is on disk, what is lost
+/// when the process exits and what to run next.
+async fn barrier(
+    sessions: &SessionStore,
     session: &SharedSession,
-    out: &mut Out,
     accepted: &Accepted,
-    created: bool,
-) -> Result<()> {
-    store
-        .block_on(store.sessions.flush(session))
-        .map_err(|e| match e {
-            session_store::Error::Listener(inner) => Error::failed(
-                format!("flush failed: {inner}"),
-                Some(flush_failure_hint(
-                    store,
-                    &session.id(),
-                    session.seq(),
-                    accepted,
-                    created,
-                    &*inner,
-                )),
-            ),
-            other => store_err(&other),
-        })?;
+    hint: &Hint<'_>,
+) -> Result<String> {
+    sessions.flush(session).await.map_err(|e| match e {
+        session_store::Error::Listener(inner) => Error::failed(
+            format!("flush failed: {inner}"),
+            Some(hint(accepted, &*inner)),
+        ),
+        other => store_err(&other),
+    })?;
     let seq = session.seq();
     let flushed = if seq == 0 { Value::Null } else { num(seq - 1) };
-    out.line(&obj([("flushed", flushed)]).to_json())?;
-    out.flush()?;
-    Ok(())
+    Ok(obj([("flushed", flushed)]).to_json())
+}
+
+/// The input of `append`: its lines, in order, as the reader delivers them.
+type Lines = tokio::sync::mpsc::Receiver<std::io::Result<String>>;
+
+/// Standard input, read on a thread of its own: the command's runtime keeps running while it
+/// waits for input, so the write-behind window and byte limit fire between barriers. A small
+/// bounded channel keeps the reader at most a few lines ahead.
+fn stdin_lines() -> Lines {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            if tx.blocking_send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// How many drafts `append` read, and how many of them were rejected.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Tally {
+    total: usize,
+    rejected: usize,
+}
+
+/// Appends the drafts of `lines` to `session` until the input ends: every flush barrier is
+/// acknowledged through `ack` once durable, every rejected line is reported on `err` with its
+/// line number. Runs on the store's runtime; the final barrier is the caller's.
+async fn pump(
+    sessions: &SessionStore,
+    session: &SharedSession,
+    mut lines: Lines,
+    accepted: &mut Accepted,
+    hint: &Hint<'_>,
+    ack: &mut dyn FnMut(&str) -> Result<()>,
+    err: &mut dyn Write,
+) -> Result<Tally> {
+    let mut tally = Tally::default();
+    let mut n = 0usize;
+    while let Some(line) = lines.recv().await {
+        n += 1;
+        let line = line.map_err(|e| {
+            Error::failed(format!("cannot read standard input at line {n}: {e}"), None)
+        })?;
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        match parse_line(text) {
+            Ok(Line::Flush) => ack(&barrier(sessions, session, accepted, hint).await?)?,
+            Ok(Line::Draft(draft)) => {
+                tally.total += 1;
+                match session.append(draft) {
+                    Ok(event) => accepted.push(event.seq(), n),
+                    Err(e) => {
+                        tally.rejected += 1;
+                        let _ = writeln!(err, "sessionctl: line {n}: rejected: {e}");
+                    }
+                }
+            }
+            Err(why) => {
+                tally.total += 1;
+                tally.rejected += 1;
+                let _ = writeln!(err, "sessionctl: line {n}: rejected: {why}");
+            }
+        }
+    }
+    Ok(tally)
 }
 
 /// `append`.
@@ -189,44 +251,37 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
         session
     };
 
-    let mut rejected = 0usize;
-    let mut total = 0usize;
-    let mut accepted = Accepted::default();
-    let stdin = std::io::stdin();
-    let mut err = std::io::stderr();
-    for (i, line) in stdin.lock().lines().enumerate() {
-        let n = i + 1;
-        let line = line.map_err(|e| {
-            Error::failed(format!("cannot read standard input at line {n}: {e}"), None)
-        })?;
-        let text = line.trim();
-        if text.is_empty() {
-            continue;
-        }
-        match parse_line(text) {
-            Ok(Line::Flush) => barrier(&store, &session, out, &accepted, create)?,
-            Ok(Line::Draft(draft)) => {
-                total += 1;
-                match session.append(draft) {
-                    Ok(event) => accepted.push(event.seq(), n),
-                    Err(e) => {
-                        rejected += 1;
-                        let _ = writeln!(err, "sessionctl: line {n}: rejected: {e}");
-                    }
-                }
-            }
-            Err(why) => {
-                total += 1;
-                rejected += 1;
-                let _ = writeln!(err, "sessionctl: line {n}: rejected: {why}");
-            }
-        }
-    }
-    barrier(&store, &session, out, &accepted, create)?;
+    let mut ack = |line: &str| -> Result<()> {
+        out.line(line)?;
+        out.flush()?;
+        Ok(())
+    };
+    let hint = |accepted: &Accepted, cause: &(dyn std::error::Error + 'static)| {
+        flush_failure_hint(&store, &session.id(), session.seq(), accepted, create, cause)
+    };
+    let tally = store.block_on(async {
+        let mut err = std::io::stderr();
+        let mut accepted = Accepted::default();
+        let tally = pump(
+            &store.sessions,
+            &session,
+            stdin_lines(),
+            &mut accepted,
+            &hint,
+            &mut ack,
+            &mut err,
+        )
+        .await?;
+        ack(&barrier(&store.sessions, &session, &accepted, &hint).await?)?;
+        Ok::<_, Error>(tally)
+    })?;
     store.close()?;
-    if rejected > 0 {
+    if tally.rejected > 0 {
         return Err(Error::failed(
-            format!("{rejected} of {total} drafts were rejected (the accepted ones are durable)"),
+            format!(
+                "{} of {} drafts were rejected (the accepted ones are durable)",
+                tally.rejected, tally.total
+            ),
             Some("each rejected line is reported above with its line number".into()),
         ));
     }
@@ -734,4 +789,180 @@ pub(crate) fn seal(inv: &Invocation, out: &mut Out) -> Result<()> {
         ))?;
     }
     store.close()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use session_core::clock::system_clock;
+    use session_persist::{JsonlBackend, JsonlConfig, Persistence, PersistenceOptions};
+    use tokio::sync::mpsc;
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// A fresh directory under the system temporary directory, removed on drop.
+    struct Root(PathBuf);
+
+    impl Root {
+        fn new(name: &str) -> Root {
+            let dir = std::env::temp_dir().join(format!(
+                "sessionctl-{name}-{}-{}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos()
+            ));
+            Root(dir)
+        }
+    }
+
+    impl Drop for Root {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The number of lines of the plain log at `path` (0 when it does not exist yet).
+    fn lines_on_disk(path: &Path) -> usize {
+        std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+    }
+
+    /// Waits (in real time, at most 10 s, without advancing the paused clock) until the log
+    /// at `path` holds `lines` lines.
+    async fn until_on_disk(path: &Path, lines: usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while lines_on_disk(path) < lines {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the log never reached {lines} lines"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// One `append` run in this process on a paused clock: a JSONL store with the given byte
+    /// limit, a new session `s`, and `drive` feeding its input.
+    fn run_paused<F, Fut>(max_pending_bytes: usize, drive: F) -> (Tally, Vec<String>)
+    where
+        F: FnOnce(mpsc::Sender<std::io::Result<String>>, PathBuf) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let root = Root::new("pump");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let backend = Arc::new(
+                JsonlBackend::open(JsonlConfig::new(&root.0).compression(Compression::None))
+                    .unwrap(),
+            );
+            let sessions = SessionStore::new(system_clock());
+            let persistence = Persistence::new(
+                backend.clone(),
+                sessions.clone(),
+                PersistenceOptions {
+                    max_pending_bytes,
+                    ..PersistenceOptions::default()
+                },
+            )
+            .unwrap();
+            let meta = obj([("cwd", Value::from("/w"))]);
+            let (session, _detach) = sessions
+                .create(
+                    Some("s"),
+                    PrepareOptions {
+                        meta: Some(meta),
+                        ..PrepareOptions::default()
+                    },
+                )
+                .unwrap();
+            let path = backend.log_path(&session.header()).unwrap();
+            let (tx, rx) = mpsc::channel(4);
+            let mut acks = Vec::new();
+            let mut ack = |line: &str| {
+                acks.push(line.to_owned());
+                Ok(())
+            };
+            let mut err = Vec::new();
+            let mut accepted = Accepted::default();
+            let (tally, ()) = tokio::join!(
+                pump(
+                    &sessions,
+                    &session,
+                    rx,
+                    &mut accepted,
+                    &|_, _| String::new(),
+                    &mut ack,
+                    &mut err
+                ),
+                drive(tx, path),
+            );
+            let tally = tally.unwrap();
+            persistence.dispose().await.unwrap();
+            assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+            (tally, acks)
+        })
+    }
+
+    const TURN: &str = r#"{"type":"turn/start","data":{"turn":1}}"#;
+    const TODO: &str = r#"{"type":"todo/write","data":{"todos":[]}}"#;
+
+    /// The write-behind window fires between barriers: with the clock paused, an unflushed
+    /// draft is not on disk 199 ms after it was read and is written when the 200 ms window
+    /// elapses, while the input stays open; a barrier then acknowledges it.
+    #[test]
+    fn append_writes_behind_when_the_window_elapses() {
+        let (tally, acks) = run_paused(
+            PersistenceOptions::default().max_pending_bytes,
+            |tx, path| async move {
+                tx.send(Ok(TURN.to_owned())).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(199)).await;
+                assert_eq!(lines_on_disk(&path), 0, "written before the window elapsed");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                until_on_disk(&path, 2).await;
+                tx.send(Ok(TODO.to_owned())).await.unwrap();
+                tx.send(Ok(r#"{"flush":true}"#.to_owned())).await.unwrap();
+                until_on_disk(&path, 3).await;
+            },
+        );
+        assert_eq!(
+            tally,
+            Tally {
+                total: 2,
+                rejected: 0
+            }
+        );
+        assert_eq!(acks, [r#"{"flushed":1}"#]);
+    }
+
+    /// The byte limit fires between barriers: with a limit of one byte every draft is written
+    /// at once, before the paused clock moves at all.
+    #[test]
+    fn append_writes_at_once_when_the_byte_limit_is_reached() {
+        let (tally, acks) = run_paused(1, |tx, path| async move {
+            let start = Instant::now();
+            tx.send(Ok(TURN.to_owned())).await.unwrap();
+            until_on_disk(&path, 2).await;
+            tx.send(Ok(TODO.to_owned())).await.unwrap();
+            until_on_disk(&path, 3).await;
+            assert_eq!(Instant::now(), start, "the paused clock did not move");
+        });
+        assert_eq!(
+            tally,
+            Tally {
+                total: 2,
+                rejected: 0
+            }
+        );
+        assert!(acks.is_empty());
+    }
 }

@@ -200,3 +200,52 @@ fn an_empty_new_session_writes_nothing() {
         "a log is written with its first batch"
     );
 }
+
+/// `append` writes behind between barriers: one draft, no flush barrier, standard input held
+/// open, and the event is on disk within a second (the 200 ms batching window, not the end of
+/// input, wrote it).
+#[test]
+fn an_unflushed_event_is_on_disk_within_a_second() {
+    let root = Temp::new("append-behind");
+    let mut child = Command::new(BIN)
+        .args([
+            "--root",
+            root.str(),
+            "--compression",
+            "none",
+            "append",
+            "behind",
+            "--create",
+            "--cwd",
+            "/w",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"type":"turn/start","data":{{"turn":1}}}}"#).unwrap();
+    stdin.flush().unwrap();
+    let sent = std::time::Instant::now();
+    let file = root.path().join("--w--/behind/session.jsonl");
+    let on_disk = || {
+        std::fs::read_to_string(&file)
+            .is_ok_and(|t| t.lines().nth(1).is_some_and(|l| l.contains("turn/start")))
+    };
+    while !on_disk() {
+        assert!(
+            sent.elapsed() < std::time::Duration::from_secs(1),
+            "the unflushed event is not on disk after 1 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the writer is still waiting for input"
+    );
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "{\"flushed\":0}\n");
+}

@@ -43,10 +43,19 @@
 //! need not be atomic: a crash between the steps leaves a valid, shorter log and the next load
 //! recomputes the closers. With neither marker nor closers it does nothing.
 //!
-//! **Single writer.** One writer per session is enforced, not assumed: once a backend instance
-//! has written to a session it holds exclusive write ownership until [`Backend::release`] or
-//! [`Backend::close`]; a writer in another process or another backend instance gets an error and
-//! writes nothing.
+//! **Single writer.** One writer per session is enforced, not assumed. A session is opened for
+//! writing with [`Backend::acquire`] before its first append: the coordinator does so when it
+//! creates a session, when it loads one to resume or append to it (after `load`, `prepare` or a
+//! cold `append`), and for a fork child (a new session). From then on the backend instance holds
+//! exclusive write ownership until [`Backend::release`] (the coordinator releases when it retires
+//! the session) or [`Backend::close`]; a writer in another process or another backend instance
+//! is refused when it opens the session, and writes nothing. `acquire` also makes the tail
+//! check: under the ownership just taken, storage must be exactly at the revision the writer's
+//! session was loaded from, or the writer is stale and gets an error naming both positions. A
+//! backend whose appends check the stored tail themselves (a database comparing the stored next
+//! seq in the appending transaction) may leave `acquire` as the default no-op. A backend
+//! instance that appends without `acquire` (tools copying logs) takes ownership at its first
+//! write.
 //!
 //! **Formats.** A backend refuses a header whose log format version is not 0 with
 //! [`Error::FormatUnsupported`], located with [`Backend::locate`] when it can. Other
@@ -277,6 +286,18 @@ pub trait Backend: Send + Sync {
         Err(Error::NoRawArtifacts)
     }
 
+    /// Opens the session of `meta` for writing (see the single-writer rule): takes exclusive
+    /// write ownership now, and checks under it that storage is exactly at `stored`, the
+    /// revision the writer's session was loaded from (`None`: a new session, no artifact may
+    /// exist). Ownership taken here is held until [`Backend::release`] or [`Backend::close`]; a
+    /// session is opened once per instance: opening it again through the same instance (a
+    /// second coordinator over it) is refused like another writer until it is released. The
+    /// default does nothing.
+    async fn acquire(&self, meta: &SessionHeader, stored: Option<&Revision>) -> Result<()> {
+        let _ = (meta, stored);
+        Ok(())
+    }
+
     /// Gives up write ownership of `id` (see the single-writer rule). Later writes re-acquire
     /// it. The default does nothing.
     async fn release(&self, id: &str) -> Result<()> {
@@ -346,6 +367,9 @@ macro_rules! forward_backend {
             }
             async fn read_raw(&self, id: &str) -> Result<Option<RawArtifact>> {
                 (**self).read_raw(id).await
+            }
+            async fn acquire(&self, meta: &SessionHeader, stored: Option<&Revision>) -> Result<()> {
+                (**self).acquire(meta, stored).await
             }
             async fn release(&self, id: &str) -> Result<()> {
                 (**self).release(id).await

@@ -126,6 +126,9 @@ struct SessionState {
     materialized: bool,
     /// The live session bound to this state, if any.
     owner: Option<SharedSession>,
+    /// Write ownership not taken yet: the first append takes it, checked against this revision
+    /// (a live session adopted from storage without writing, see `adopt_live_prefix`).
+    unclaimed: Option<Revision>,
 }
 
 /// One live session's initialization and write-behind controller.
@@ -146,6 +149,10 @@ struct Core {
     states: HashMap<Arc<str>, SessionState>,
     live: HashMap<Arc<str>, Vec<LiveEntry>>,
     retirements: HashMap<Arc<str>, Retirement>,
+    /// The ids this service opened for writing ([`Backend::acquire`]) and has not released;
+    /// `true` once the opening covers a stored artifact (opened at a revision, or published by
+    /// this service), `false` for a new session opened before its first publication.
+    leased: HashMap<Arc<str>, bool>,
     next: u64,
     disposed: bool,
 }
@@ -809,10 +816,21 @@ impl CoordInner {
             });
         }
         let torn = stored.torn.clone();
+        let revision = stored.revision.clone();
         let (meta, _, events) = self.stored_events(&id, stored)?;
         if !seed_covers_prefix(seed, &events, self.redact.as_ref()) {
             return Err(Error::PrefixCollision { id: id.to_string() });
         }
+        // A second service adopting a session the first one still writes (hot reload) writes
+        // nothing here: ownership is then taken at its first append, checked against the
+        // revision read now.
+        let suffix = seed.suffix(events.len()).to_vec();
+        let unclaimed = if torn.is_none() && suffix.is_empty() {
+            Some(revision)
+        } else {
+            self.open_for_writing(&meta, Some(&revision)).await?;
+            None
+        };
         if torn.is_some() {
             self.backend.commit_repair(&meta, torn, &[]).await?;
         }
@@ -828,10 +846,10 @@ impl CoordInner {
                     cursor,
                     materialized: true,
                     owner: Some(session.clone()),
+                    unclaimed,
                 },
             );
         }
-        let suffix = seed.suffix(events.len()).to_vec();
         self.append_core(&id, suffix).await
     }
 
@@ -930,6 +948,7 @@ impl CoordInner {
                     .is_some_and(|o| o.ptr_eq(&session));
                 if owned {
                     core.states.remove(&op_id);
+                    core.leased.remove(&op_id);
                 }
                 owned
             };
@@ -939,6 +958,23 @@ impl CoordInner {
             Ok(())
         })
         .await
+    }
+
+    /// Opens the session of `meta` for writing ([`Backend::acquire`]) unless this service holds
+    /// it already: a service opens a session once, until it releases it at retirement.
+    async fn open_for_writing(
+        &self,
+        meta: &SessionHeader,
+        stored: Option<&Revision>,
+    ) -> Result<()> {
+        let held = self.core().leased.get(&*meta.id).copied();
+        match (held, stored) {
+            (Some(true), _) | (Some(false), None) => return Ok(()),
+            (None | Some(false), _) => {}
+        }
+        self.backend.acquire(meta, stored).await?;
+        self.core().leased.insert(meta.id.clone(), stored.is_some());
+        Ok(())
     }
 
     /// Waits for a retiring lifecycle of `id`, if any.
@@ -970,6 +1006,7 @@ impl CoordInner {
         if self.backend.load_stored(&id).await?.is_some() {
             return Err(Error::AlreadyPersisted { id: id.to_string() });
         }
+        self.open_for_writing(&meta, None).await?;
         let mut core = self.core();
         let generation = core.next_token();
         core.states.insert(
@@ -980,6 +1017,7 @@ impl CoordInner {
                 cursor: 0,
                 materialized: false,
                 owner: None,
+                unclaimed: None,
             },
         );
         Ok(())
@@ -996,14 +1034,19 @@ impl CoordInner {
             Some(g) => g,
             None => self.adopt(id).await?,
         };
-        let (meta, cursor, materialized) = {
+        let (meta, cursor, materialized, unclaimed) = {
             let core = self.core();
             let state = core
                 .states
                 .get(id)
                 .filter(|s| s.generation == generation)
                 .ok_or_else(|| Error::LostState { id: id.to_owned() })?;
-            (state.meta.clone(), state.cursor, state.materialized)
+            (
+                state.meta.clone(),
+                state.cursor,
+                state.materialized,
+                state.unclaimed.clone(),
+            )
         };
         for (index, event) in events.iter().enumerate() {
             let expected = cursor + index as u64;
@@ -1020,11 +1063,26 @@ impl CoordInner {
             Some(redactor) => crate::redact::apply(redactor, id, events)?,
             None => events,
         };
+        if let Some(revision) = unclaimed {
+            self.open_for_writing(&meta, Some(&revision)).await?;
+            if let Some(state) = self
+                .core()
+                .states
+                .get_mut(id)
+                .filter(|s| s.generation == generation)
+            {
+                state.unclaimed = None;
+            }
+        }
         self.backend
             .append_batch(&meta, &events, materialized)
             .await?;
         {
             let mut core = self.core();
+            if !materialized {
+                // The first publication leaves the published log opened by this service.
+                core.leased.insert(meta.id.clone(), true);
+            }
             if let Some(state) = core
                 .states
                 .get_mut(id)
@@ -1127,6 +1185,17 @@ impl CoordInner {
         {
             return Err(Error::LiveOwner { id: id.to_string() });
         }
+        // Opening for writing: the backend takes the session's write ownership now and checks,
+        // under it, that storage is still the state this source was read from. A stale source
+        // is read again (whoever changed storage has let go of it, or this would be `Locked`).
+        match self
+            .open_for_writing(&source.inspection.meta, Some(&source.revision))
+            .await
+        {
+            Ok(()) => {}
+            Err(Error::StaleWriter { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        }
         if !self.is_current(source).await? {
             return Ok(None);
         }
@@ -1156,6 +1225,7 @@ impl CoordInner {
                 cursor,
                 materialized: true,
                 owner: None,
+                unclaimed: None,
             },
         );
         Ok(Some(generation))
@@ -1571,6 +1641,8 @@ impl Persistence {
 
     /// Commits cold recovery (cuts a torn tail, durably appends closers) and returns the
     /// balanced log. For a live id: flushes and returns its snapshot, or refuses an open turn.
+    /// A cold load opens the session for writing ([`Backend::acquire`]): the backend's write
+    /// ownership is held until the session built from it is retired, or the service disposed.
     pub async fn load(&self, id: &str) -> Result<Inspection> {
         self.inner.check_open()?;
         let me = &self.inner;
@@ -1718,7 +1790,9 @@ impl Persistence {
 
     /// Prepares and reserves the exact unpublished session used to resume `id`. Publish it
     /// through the store (`enter` + `announce`) while the preparation is held; dropping or
-    /// disposing the preparation releases the reservation.
+    /// disposing the preparation releases the reservation. Preparing opens the session for
+    /// writing ([`Backend::acquire`]): a second writer is refused now, not at its first write,
+    /// and ownership is held until the published session is retired, or the service disposed.
     pub async fn prepare(
         &self,
         id: &str,
@@ -1958,6 +2032,7 @@ mod tests {
                     cursor: 2,
                     materialized: true,
                     owner: Some(owner),
+                    unclaimed: None,
                 },
             );
         }

@@ -206,6 +206,24 @@ pub enum Error {
         /// The session log.
         path: PathBuf,
     },
+    /// `session "<id>" log "<path>" changed since this writer loaded it: ...`: a writer opened a
+    /// session built from one state of the log, and under the writer lock the stored log is no
+    /// longer there (another writer appended or repaired in between). Nothing was written.
+    StaleWriter {
+        /// The session id.
+        id: String,
+        /// The session log.
+        path: PathBuf,
+        /// The length in bytes of the log the writer's session was loaded from, when its revision
+        /// names one.
+        loaded_len: Option<u64>,
+        /// The revision the writer's session was loaded from.
+        loaded: String,
+        /// The length in bytes of the stored log, under the lock.
+        stored_len: u64,
+        /// The revision of the stored log, under the lock.
+        stored: String,
+    },
     /// A repair marker points past the end of the log (the log changed since it was read).
     StaleRepair {
         /// The session log.
@@ -874,6 +892,30 @@ impl fmt::Display for Error {
                  to append",
                 path.display()
             ),
+            Error::StaleWriter {
+                id,
+                path,
+                loaded_len,
+                loaded,
+                stored_len,
+                stored,
+            } => {
+                write!(
+                    f,
+                    "session \"{id}\" log \"{}\" changed since this writer loaded it: the writer's \
+                     session ends at ",
+                    path.display()
+                )?;
+                match loaded_len {
+                    Some(len) => write!(f, "byte {len}")?,
+                    None => f.write_str("an unknown byte")?,
+                }
+                write!(
+                    f,
+                    " (revision {loaded}), the stored log ends at byte {stored_len} (revision \
+                     {stored}); refusing to write"
+                )
+            }
             Error::StaleRepair {
                 path,
                 truncate_to,

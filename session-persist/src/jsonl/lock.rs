@@ -1,15 +1,42 @@
 //! Single-writer ownership of session logs.
 //!
-//! A backend instance that writes to a session keeps that log open with an exclusive advisory
-//! lock (`flock`) on the log file itself until the session is released or the backend closes.
-//! Locks belong to open file descriptions, so a second backend instance, in this process or
-//! another, cannot take the lock and fails with `session "<id>" is locked by another writer`
-//! before writing a byte. A first publication locks its temporary file before linking it into
-//! place, so the published log is locked from the moment it becomes visible.
+//! # Scope of the lock
 //!
-//! Before every write the owner checks that the path still names the locked file and that its
-//! length is what the owner last wrote: a log that disappeared is never re-created, and a log
-//! that was replaced or changed by someone else is not appended to.
+//! A writer holds an exclusive advisory lock (`flock`) on the log file itself, from the moment
+//! its session is opened for writing ([`Backend::acquire`]: the coordinator calls it when it
+//! loads a session to resume or append to it) until the session is released
+//! ([`Backend::release`], when the coordinator retires the session) or the backend closes.
+//!
+//! * **Other processes**: a second writer cannot take the lock and fails with
+//!   `session "<id>" is locked by another writer` when it opens the session, before writing a
+//!   byte. The kernel drops the lock when the holder exits, also when it is killed.
+//! * **This process**: `flock` locks belong to open file descriptions, so a second backend
+//!   instance in the same process opens the log again and is refused exactly like another
+//!   process. Within one instance (its clones included) a session is opened once: a second
+//!   opening, such as a second coordinator built over the same instance, is refused with the
+//!   same error until the first releases it; a coordinator in turn opens each session once and
+//!   refuses a second live session of an id it already writes.
+//! * **A new session** has no file to lock before its first append publishes it (nothing is
+//!   created before then). Within one instance it is opened once (an in-memory reservation);
+//!   across instances and processes, a first publication locks its temporary file before
+//!   linking it into place, so the published log is locked from the moment it becomes visible,
+//!   and linking never overwrites: of two writers creating the same session, the second is
+//!   refused at publication (`refusing to materialize "<id>": a log already exists on disk`)
+//!   and writes nothing.
+//! * **Network file systems are not supported**: `flock` on NFS, SMB and similar mounts is
+//!   emulated or ignored, so two machines writing one root are not excluded.
+//!
+//! # Tail checks
+//!
+//! Opening for writing checks, under the lock, that the stored log is exactly the one the
+//! writer's session was loaded from (same file, length and revision); a stale writer gets
+//! [`Error::StaleWriter`] naming both positions and writes nothing. Before every write the
+//! owner checks that the path still names the locked file and that its length is what the owner
+//! last wrote: a log that disappeared is never re-created, and a log that was replaced or changed
+//! by someone else is not appended to.
+//!
+//! [`Backend::acquire`]: crate::Backend::acquire
+//! [`Backend::release`]: crate::Backend::release
 
 use std::collections::HashMap;
 use std::io;
@@ -30,6 +57,11 @@ pub(crate) struct Writer {
     pub(crate) len: u64,
     /// A failed rollback left bytes beyond `len`; they are cut before the next write.
     pub(crate) rollback_pending: bool,
+    /// Whether a session was opened for writing on this writer ([`Writers::open_at`], or the
+    /// publication of a session opened with [`Writers::reserve`]): a second opening through
+    /// this instance is refused. A log written without opening (a tool copying logs through the
+    /// backend) can still be opened once.
+    pub(crate) opened: bool,
 }
 
 impl Writer {
@@ -78,12 +110,43 @@ impl Writer {
         Ok(())
     }
 
+    /// Checks that the locked log is at revision `expected` (the revision the writer's session
+    /// was loaded from), and adopts its length as the writer's position.
+    fn check_at(&mut self, expected: &str) -> Result<()> {
+        let stat = self
+            .file
+            .stat()
+            .map_err(|e| Error::io("fstat", &self.path, e))?;
+        let stored = stat.revision_text();
+        if stored == expected && self.len != stat.size {
+            // The loaded log holds bytes this writer did not write.
+            return Err(self.replaced());
+        }
+        if stored != expected {
+            return Err(Error::StaleWriter {
+                id: self.id.clone(),
+                path: self.path.clone(),
+                loaded_len: revision_len(expected),
+                loaded: expected.to_owned(),
+                stored_len: stat.size,
+                stored,
+            });
+        }
+        self.len = stat.size;
+        Ok(())
+    }
+
     fn replaced(&self) -> Error {
         Error::Replaced {
             id: self.id.clone(),
             path: self.path.clone(),
         }
     }
+}
+
+/// The length field of a JSONL revision text (`dev:ino:size:mtimeNs:ctimeNs`).
+fn revision_len(revision: &str) -> Option<u64> {
+    revision.split(':').nth(2)?.parse().ok()
 }
 
 /// A shared, lockable writer.
@@ -99,9 +162,37 @@ pub(crate) fn lock_writer(w: &SharedWriter) -> std::sync::MutexGuard<'_, Writer>
 #[derive(Default)]
 pub(crate) struct Writers {
     map: Mutex<HashMap<PathBuf, (String, SharedWriter)>>,
+    /// New sessions opened for writing before their first publication, by log path (with
+    /// their session ids).
+    creating: Mutex<HashMap<PathBuf, String>>,
 }
 
 impl Writers {
+    fn creating(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, String>> {
+        self.creating.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens the new session `id` (no log yet) for writing through this instance: a second
+    /// opening through the instance is refused until the first is released. Nothing on disk
+    /// can be locked yet; the first publication locks the log it links into place.
+    pub(crate) fn reserve(&self, id: &str, path: &Path) -> Result<()> {
+        let mut creating = self.creating();
+        if creating.contains_key(path) {
+            return Err(Error::Locked {
+                id: id.to_owned(),
+                path: path.to_path_buf(),
+            });
+        }
+        creating.insert(path.to_path_buf(), id.to_owned());
+        Ok(())
+    }
+
+    /// Whether the new session at `path` was opened for writing ([`Writers::reserve`]); the
+    /// reservation is consumed by its publication.
+    pub(crate) fn take_reservation(&self, path: &Path) -> bool {
+        self.creating().remove(path).is_some()
+    }
+
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (String, SharedWriter)>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -138,9 +229,47 @@ impl Writers {
             identity,
             len: identity.size,
             rollback_pending: false,
+            opened: false,
         }));
         map.insert(path.to_path_buf(), (id.to_owned(), writer.clone()));
         Ok(writer)
+    }
+
+    /// Opens the existing log of `id` for writing: takes its lock (or uses the writer this
+    /// instance already holds, unless the session was opened on it already: then it is
+    /// [`Error::Locked`]) and checks, under the lock, that the log is exactly at revision
+    /// `expected`. On a mismatch nothing is kept: a lock taken here is released.
+    pub(crate) fn open_at(
+        &self,
+        fs: &dyn Fs,
+        id: &str,
+        path: &Path,
+        expected: &str,
+    ) -> Result<SharedWriter> {
+        let held = self.map().contains_key(path);
+        let shared = self.acquire(fs, id, path)?;
+        let checked = {
+            let mut writer = lock_writer(&shared);
+            if writer.opened {
+                // Another user of this instance (a second service over it) opened the session.
+                return Err(Error::Locked {
+                    id: id.to_owned(),
+                    path: path.to_path_buf(),
+                });
+            }
+            let checked = writer
+                .verify(fs, false)
+                .and_then(|()| writer.check_at(expected));
+            writer.opened = checked.is_ok();
+            checked
+        };
+        if let Err(e) = checked {
+            if !held {
+                self.map().remove(path);
+            }
+            return Err(e);
+        }
+        Ok(shared)
     }
 
     /// Registers the writer of a log this instance just published.
@@ -153,11 +282,13 @@ impl Writers {
 
     /// Drops the writers of session `id` (releasing their locks once no write is running).
     pub(crate) fn release(&self, id: &str) {
+        self.creating().retain(|_, owner| owner != id);
         self.map().retain(|_, (owner, _)| owner != id);
     }
 
     /// Drops every writer.
     pub(crate) fn clear(&self) {
+        self.creating().clear();
         self.map().clear();
     }
 }

@@ -30,10 +30,14 @@
 //!
 //! # Single writer and no silent re-creation
 //!
-//! A backend instance holds an exclusive advisory lock on every log it has written to until
-//! [`Backend::release`] or [`Backend::close`]; another writer gets
-//! `session "<id>" is locked by another writer` and writes nothing. Appends open the existing
-//! log and never create it: a log that vanished under its writer is an error. Stale temporary
+//! A backend instance holds an exclusive advisory lock (`flock`) on every log it opened for
+//! writing ([`Backend::acquire`]) or has written to, until [`Backend::release`] or
+//! [`Backend::close`]; another writer gets `session "<id>" is locked by another writer` when it
+//! opens the session, and writes nothing. Opening checks under the lock that the log is exactly
+//! the one the writer's session was loaded from ([`Error::StaleWriter`] otherwise). The lock's
+//! scope (this process, other processes, new sessions, network file systems) is described in
+//! `lock.rs` and in RELIABILITY.md ("One writer per session"). Appends open the existing log
+//! and never create it: a log that vanished under its writer is an error. Stale temporary
 //! files of interrupted first publications (unlocked `session.jsonl*.<12 hex>.tmp`) are removed
 //! when the backend opens.
 //!
@@ -387,6 +391,21 @@ impl Inner {
         Ok(stat_if_exists(self.fs.as_ref(), &path)?.map(|s| Revision::new(s.revision_text())))
     }
 
+    fn open_writer(&self, meta: &SessionHeader, stored: Option<&str>) -> Result<()> {
+        self.preflight()?;
+        let path = self.path_for(meta)?;
+        match stored {
+            Some(revision) => self
+                .writers
+                .open_at(self.fs.as_ref(), &meta.id, &path, revision)
+                .map(drop),
+            None if self.exists(&path)? => Err(Error::AlreadyMaterialized {
+                id: meta.id.to_string(),
+            }),
+            None => self.writers.reserve(&meta.id, &path),
+        }
+    }
+
     fn read_raw(&self, id: &str) -> Result<Option<RawArtifact>> {
         self.preflight()?;
         let Some(path) = self.find_log(id)? else {
@@ -680,6 +699,18 @@ impl Backend for JsonlBackend {
     async fn read_raw(&self, id: &str) -> Result<Option<RawArtifact>> {
         let id = id.to_owned();
         self.run(move |i| i.read_raw(&id)).await
+    }
+
+    /// Opens the log for writing: locks it and checks, under the lock, that it is exactly at
+    /// `stored` ([`Error::StaleWriter`] otherwise; a log another instance or process holds is
+    /// [`Error::Locked`]). For a new session (`None`) there is no file to lock yet: it checks
+    /// that no log exists and that this instance has not opened the session already, and the
+    /// first publication locks the log it links into place.
+    async fn acquire(&self, meta: &SessionHeader, stored: Option<&Revision>) -> Result<()> {
+        let meta = meta.clone();
+        let stored = stored.map(|r| r.as_str().to_owned());
+        self.run(move |i| i.open_writer(&meta, stored.as_deref()))
+            .await
     }
 
     async fn release(&self, id: &str) -> Result<()> {

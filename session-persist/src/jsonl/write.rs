@@ -198,6 +198,7 @@ impl Inner {
         cleanup(self.fs.as_ref());
         let identity = identity?;
         let bytes = content.len() as u64;
+        let opened = self.writers.take_reservation(&path);
         self.writers.insert(Writer {
             id: meta.id.to_string(),
             path: path.clone(),
@@ -205,6 +206,7 @@ impl Inner {
             identity,
             len: bytes,
             rollback_pending: false,
+            opened,
         });
         if let Err(e) = synced {
             self.unsynced.insert(
