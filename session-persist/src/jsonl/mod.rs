@@ -38,6 +38,13 @@
 //! on [`Backend::load_stored`]. Plain logs tolerate any damage after the last `turn/end`;
 //! Zstandard logs tolerate only a torn final frame, whose complete records are recovered.
 //!
+//! Decompression is bounded: a frame may expand to at most [`MAX_FRAME_PLAINTEXT_BYTES`] and
+//! a record (line) to at most [`MAX_RECORD_BYTES`]; a frame beyond either is refused with
+//! [`Error::ZstdFrame`] naming its byte offset (its source is a [`PlaintextLimit`]). Frames are
+//! never decoded into a buffer of their declared size: a frame whose plaintext bound exceeds
+//! 8 MiB is streamed into the scanner in 1 MiB pieces, so a hostile frame costs at most one
+//! record's limit of memory.
+//!
 //! All blocking file-system work runs on tokio's blocking pool, through the [`fs::Fs`] seam.
 
 pub mod fs;
@@ -62,7 +69,10 @@ use async_trait::async_trait;
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
 
-pub use frames::{FrameRange, FrameScan, ZSTD_LEVEL, ZSTD_MAGIC, scan_zstd_frames};
+pub use frames::{
+    FrameRange, FrameScan, MAX_FRAME_PLAINTEXT_BYTES, MAX_RECORD_BYTES, PlaintextLimit,
+    PlaintextLimitKind, ZSTD_LEVEL, ZSTD_MAGIC, scan_zstd_frames,
+};
 pub use header_line::to_header_line;
 pub use seal::SealReport;
 

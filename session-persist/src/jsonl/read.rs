@@ -30,7 +30,9 @@ use session_core::Event;
 use session_core::chunk_rows::StorageDecoder;
 use session_core::json::Value;
 
-use super::frames::{FrameDecoder, FrameInfo, scan_frames, scan_zstd_frames};
+use super::frames::{
+    FrameDecoder, FrameInfo, MAX_BUFFERED_FRAME_PLAIN, PlainBudget, scan_frames, scan_zstd_frames,
+};
 use super::fs::{Fs, FsFile, Stat, read_to_end};
 use super::header_line::ParsedHeader;
 use super::scanner::{DecodedLines, SessionLogScanner, decode_lines, find_newline, rfind_newline};
@@ -144,21 +146,61 @@ fn is_one_line(plain: &[u8]) -> bool {
 }
 
 /// The logical text of a Zstandard log: the plaintext of its complete frames (a torn final
-/// frame is omitted).
+/// frame is omitted), under the decompression limits ([`PlainBudget`]).
 pub(crate) fn zstd_text(buf: &[u8]) -> Result<Vec<u8>> {
     let scan = scan_zstd_frames(buf, None)?;
     if scan.frames.is_empty() {
         return Err(Error::EmptyLog { zstd: true });
     }
     let mut decoder = FrameDecoder::new();
+    let mut budget = PlainBudget::default();
     let mut out = Vec::new();
     for frame in &scan.frames {
+        budget.start_frame();
         decoder.decode_frame(&buf[frame.start..frame.end], frame.start, |chunk| {
+            budget.feed(chunk, frame.start)?;
             out.extend_from_slice(chunk);
             Ok(())
         })?;
     }
     Ok(out)
+}
+
+/// The most plaintext (by the frames' bounds) one job of small frames holds.
+const JOB_PLAIN_BUDGET: usize = 8 << 20;
+
+/// Whether a frame is decoded in one piece by a worker (its plaintext bound is known and small);
+/// other frames are streamed into the scanner in file order.
+fn is_small(frame: &FrameInfo) -> bool {
+    frame
+        .max_plain
+        .is_some_and(|bound| bound <= MAX_BUFFERED_FRAME_PLAIN)
+}
+
+/// How many of `frames` one job takes: a frame that is not small alone, else the small frames
+/// whose plaintext bounds add up to at most [`JOB_PLAIN_BUDGET`] (at least one). This bounds
+/// the plaintext a job can hold however far its frames expand.
+fn job_frames(frames: &[FrameInfo]) -> usize {
+    let Some(first) = frames.first() else {
+        return 0;
+    };
+    if !is_small(first) {
+        return 1;
+    }
+    let mut total = 0usize;
+    let mut n = 0;
+    for frame in frames {
+        let bound = match frame.max_plain {
+            Some(bound) if is_small(frame) => bound,
+            _ => break,
+        };
+        total = total.saturating_add(bound);
+        if n > 0 && total > JOB_PLAIN_BUDGET {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 // ---- the pipeline ----
@@ -292,7 +334,8 @@ impl<'a> Input<'a> {
     ) -> std::result::Result<Option<FrameRun>, Failure> {
         self.fill_block()?;
         loop {
-            let (frames, _) = scan_frames(&self.buf, self.base, max_frames)?;
+            let (mut frames, _) = scan_frames(&self.buf, self.base, max_frames)?;
+            frames.truncate(job_frames(&frames));
             if let Some(last) = frames.last() {
                 let bytes = self.take(last.end - self.base);
                 return Ok(Some((bytes, frames)));
@@ -337,8 +380,11 @@ impl<'a> Input<'a> {
 enum Job {
     /// Complete plain lines (or the final fragment).
     Text(Vec<u8>),
-    /// Complete frames: their bytes (from the first frame's offset) and the frames.
+    /// Complete small frames: their bytes (from the first frame's offset) and the frames.
     Frames(Vec<u8>, Vec<FrameInfo>),
+    /// One frame that is not small: streamed into the scanner by the applying thread, in file
+    /// order, never buffered whole.
+    Stream(Vec<u8>, FrameInfo),
 }
 
 /// A decoded job.
@@ -349,6 +395,9 @@ struct Done {
     lines: DecodedLines,
     /// A frame that failed to decode, after the plaintext before it.
     error: Option<Error>,
+    /// For each frame decoded: its byte offset in the file and where its plaintext ends in
+    /// `plain`.
+    frame_ends: Vec<(usize, usize)>,
 }
 
 /// The per-thread decoding state: one decompression context and one line decoder.
@@ -365,6 +414,15 @@ impl Worker {
                 lines: decode_lines(&plain, &mut self.lines),
                 plain,
                 error: None,
+                frame_ends: Vec::new(),
+            },
+            Job::Stream(..) => Done {
+                plain: Vec::new(),
+                lines: DecodedLines::default(),
+                error: Some(Error::Task {
+                    message: "a streamed frame was handed to a decoding thread".to_owned(),
+                }),
+                frame_ends: Vec::new(),
             },
             Job::Frames(bytes, frames) => {
                 let decoder = self.frames.get_or_insert_with(FrameDecoder::new);
@@ -372,9 +430,12 @@ impl Worker {
                 // Room for the usual compression ratio, so that the buffer rarely grows.
                 let mut plain = Vec::with_capacity(bytes.len() * 3 + (128 << 10));
                 let mut error = None;
+                let mut frame_ends = Vec::with_capacity(frames.len());
                 for f in frames {
                     let frame = &bytes[f.start - base..f.end - base];
-                    if let Err(e) = decoder.decode_frame_append(frame, f, &mut plain) {
+                    let result = decoder.decode_frame_append(frame, f, &mut plain);
+                    frame_ends.push((f.start, plain.len()));
+                    if let Err(e) = result {
                         error = Some(e);
                         break;
                     }
@@ -383,6 +444,7 @@ impl Worker {
                     lines: decode_lines(&plain, &mut self.lines),
                     plain,
                     error,
+                    frame_ends,
                 }
             }
         }
@@ -399,6 +461,7 @@ impl Worker {
                 error: Some(Error::Task {
                     message: "a log decoding thread panicked".to_owned(),
                 }),
+                frame_ends: Vec::new(),
             }
         })
     }
@@ -509,9 +572,16 @@ fn apply_jobs(
     let mut done: BTreeMap<usize, Done> = BTreeMap::new();
     let (mut cut, mut applied) = (0usize, 0usize);
     let mut more = true;
+    // A frame to stream once every job before it is applied; no job is cut after it until then.
+    let mut held: Option<(usize, Vec<u8>, FrameInfo)> = None;
+    let mut budget = PlainBudget::default();
     loop {
-        while more && cut - applied < tuning.in_flight.max(1) {
+        while more && held.is_none() && cut - applied < tuning.in_flight.max(1) {
             match next_job()? {
+                Some(Job::Stream(bytes, info)) => {
+                    held = Some((cut, bytes, info));
+                    cut += 1;
+                }
                 Some(job) if workers == 0 => {
                     done.insert(cut, own.run_caught(job));
                     cut += 1;
@@ -525,6 +595,19 @@ fn apply_jobs(
         }
         if applied == cut {
             return Ok(());
+        }
+        if let Some((id, bytes, info)) = held.take() {
+            if id == applied {
+                let decoder = own.frames.get_or_insert_with(FrameDecoder::new);
+                budget.start_frame();
+                decoder.decode_frame(&bytes, info.start, |piece| {
+                    budget.feed(piece, info.start)?;
+                    scanner.write(piece)
+                })?;
+                applied += 1;
+                continue;
+            }
+            held = Some((id, bytes, info));
         }
         while let Ok((id, out)) = finished.try_recv() {
             done.insert(id, out);
@@ -548,6 +631,12 @@ fn apply_jobs(
             continue;
         };
         applied += 1;
+        let mut from = 0;
+        for &(offset, end) in &next.frame_ends {
+            budget.start_frame();
+            budget.feed(&next.plain[from..end], offset)?;
+            from = end;
+        }
         scanner.write_decoded(&next.plain, next.lines)?;
         if let Some(e) = next.error {
             return Err(Failure::Log(e));
@@ -627,9 +716,13 @@ fn zstd_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Pre
     let mut scanner = SessionLogScanner::new(&header)?;
     run_jobs(
         &mut || {
-            Ok(input
-                .next_frames(None)?
-                .map(|(bytes, frames)| Job::Frames(bytes, frames)))
+            Ok(input.next_frames(None)?.map(|(bytes, mut frames)| {
+                if frames.len() == 1 && !is_small(&frames[0]) {
+                    Job::Stream(bytes, frames.remove(0))
+                } else {
+                    Job::Frames(bytes, frames)
+                }
+            }))
         },
         &mut scanner,
         tuning,
@@ -648,7 +741,8 @@ fn zstd_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Pre
     }
     let torn_start = input.base;
     let before = scanner.event_count();
-    let plain = decoder.decode_torn(&input.buf);
+    let mut budget = PlainBudget::default();
+    let plain = decoder.decode_torn(&input.buf, torn_start, &mut budget)?;
     scanner.write(&plain)?;
     let out = scanner.finish();
     let recovered = out.events.get(before..).unwrap_or_default().to_vec();
@@ -719,7 +813,7 @@ mod tests {
             });
         };
         let before = scanner.event_count();
-        let plain = decoder.decode_torn(&buf[torn_start..]);
+        let plain = decoder.decode_torn(&buf[torn_start..], torn_start, &mut PlainBudget::default())?;
         scanner.write(&plain)?;
         let out = scanner.finish();
         let recovered = out.events.get(before..).unwrap_or_default().to_vec();
