@@ -19,6 +19,7 @@ pub(crate) struct Spinner {
 impl Spinner {
     /// Starts a spinner labelled `label` if standard error is a terminal.
     pub(crate) fn start(label: String) -> Spinner {
+        let label = crate::output::escape_controls(&label).into_owned();
         let stop = Arc::new(AtomicBool::new(false));
         let handle = std::io::stderr().is_terminal().then(|| {
             let stop = stop.clone();
