@@ -42,7 +42,10 @@ pub(crate) fn escape_controls(s: &str) -> Cow<'_, str> {
 /// starts with one.
 fn sgr_len(s: &str) -> Option<usize> {
     let rest = s.strip_prefix("\x1b[")?;
-    let params = rest.bytes().take_while(|b| b.is_ascii_digit() || *b == b';').count();
+    let params = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b';')
+        .count();
     (rest.as_bytes().get(params) == Some(&b'm')).then_some(2 + params + 1)
 }
 
@@ -404,7 +407,10 @@ mod tests {
             "a\\x1b]0;pwned\\x07b\\x1b[2Jc"
         );
         assert_eq!(escape_controls("tab\tnew\nline"), "tab\tnew\nline");
-        assert_eq!(escape_controls("cr\r del\x7f nul\0"), "cr\\x0d del\\x7f nul\\x00");
+        assert_eq!(
+            escape_controls("cr\r del\x7f nul\0"),
+            "cr\\x0d del\\x7f nul\\x00"
+        );
         // C1 controls (8-bit CSI and OSC).
         assert_eq!(escape_controls("\u{9b}31m\u{9d}x"), "\\u{9b}31m\\u{9d}x");
         // Not controls: U+00A0 and beyond, including U+2028.

@@ -358,7 +358,13 @@ pub(crate) fn resolve(arg: &str, global: &Global, read_only: bool) -> Result<Tar
         .find(|(_, c)| *c == compression)
         .or(files.first())
         .map(|(f, _)| f.clone());
-    Ok(Target::jsonl(root, compression, arg.to_owned(), file, false))
+    Ok(Target::jsonl(
+        root,
+        compression,
+        arg.to_owned(),
+        file,
+        false,
+    ))
 }
 
 /// Where a session file belongs: its header's id, and whether it sits at
@@ -666,13 +672,12 @@ impl Store {
             root: dir,
             compression,
         };
-        let backend = JsonlBackend::open_file(file, compression).map_err(|error| {
-            Error::Persist {
+        let backend =
+            JsonlBackend::open_file(file, compression).map_err(|error| Error::Persist {
                 error: Box::new(error),
                 file: Some(file.to_path_buf()),
                 store: at.clone(),
-            }
-        })?;
+            })?;
         Store::with_backing(
             &at,
             runtime()?,

@@ -88,7 +88,11 @@ fn run_with_tmpdir(tmpdir: &Path, args: &[&str]) -> common::Run {
 }
 
 fn mode(path: &Path) -> u32 {
-    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
 }
 
 #[test]
@@ -152,7 +156,11 @@ fn a_file_outside_its_layout_is_read_in_place_and_planted_staging_paths_are_neve
             assert_eq!(doc["file"], file);
         }
         if args[0] == "inspect" {
-            assert!(r.stdout.contains("outside a store layout: read in place"), "{}", r.stdout);
+            assert!(
+                r.stdout.contains("outside a store layout: read in place"),
+                "{}",
+                r.stdout
+            );
         }
     }
     let dest = base.path().join("converted");
@@ -161,7 +169,11 @@ fn a_file_outside_its_layout_is_read_in_place_and_planted_staging_paths_are_neve
     // Writing commands still refuse the file.
     let r = run_with_tmpdir(&tmpdir, &["repair", file]);
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(r.stderr.contains("is not at its layout path"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is not at its layout path"),
+        "{}",
+        r.stderr
+    );
 
     // Nothing was staged, followed, written or removed.
     assert_eq!(names(&tmpdir), planted_before);
@@ -192,9 +204,8 @@ fn big_plain_log(dir: &Path, bytes: usize) -> PathBuf {
     let mut seq = 0u64;
     let mut written = 0;
     while written < bytes {
-        let line = format!(
-            r#"{{"type":"user/note","seq":{seq},"time":0,"data":{{"text":"{pad}"}}}}"#
-        );
+        let line =
+            format!(r#"{{"type":"user/note","seq":{seq},"time":0,"data":{{"text":"{pad}"}}}}"#);
         writeln!(f, "{line}").unwrap();
         written += line.len() + 1;
         seq += 1;
@@ -266,8 +277,24 @@ fn a_group_or_world_writable_root_or_project_directory_is_refused_unless_allowed
     for (dir, mode) in [
         (root.clone(), 0o777),
         (root.clone(), 0o770),
-        (log_files(&root)[0].parent().unwrap().parent().unwrap().to_path_buf(), 0o777),
-        (log_files(&root)[0].parent().unwrap().parent().unwrap().to_path_buf(), 0o720),
+        (
+            log_files(&root)[0]
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .to_path_buf(),
+            0o777,
+        ),
+        (
+            log_files(&root)[0]
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .to_path_buf(),
+            0o720,
+        ),
     ] {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
         for args in [
@@ -284,7 +311,13 @@ fn a_group_or_world_writable_root_or_project_directory_is_refused_unless_allowed
             assert!(out.stderr.contains(&want), "{}", out.stderr);
         }
         let err = run(&["--json", "--root", r, "list"]).json_error();
-        assert!(err["message"].as_str().unwrap().contains(&format!("{mode:04o}")), "{err}");
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("{mode:04o}")),
+            "{err}"
+        );
         // The documented opt-outs.
         run(&["--allow-permissive-dirs", "--root", r, "messages", "s"]).ok();
         let out = Command::new(BIN)
@@ -292,7 +325,11 @@ fn a_group_or_world_writable_root_or_project_directory_is_refused_unless_allowed
             .env("SESSIONCTL_ALLOW_PERMISSIVE_DIRS", "1")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
     // Writing into a permissive root is refused before anything is written.
@@ -302,7 +339,11 @@ fn a_group_or_world_writable_root_or_project_directory_is_refused_unless_allowed
         Some(&turn("x")),
     );
     assert_ne!(out.code, 0);
-    assert!(out.stderr.contains("must not be group/world-writable"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("must not be group/world-writable"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(log_files(&root).len(), 1);
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).unwrap();
 }
@@ -333,11 +374,16 @@ fn terminal_escape_sequences_in_ids_and_content_are_shown_escaped() {
             out.stdout
         );
         if args[2] != "header" {
-            assert!(out.stdout.contains(r"evil\x1b]0;owned\x07\x1b[2J"), "{args:?}: {}", out.stdout);
+            assert!(
+                out.stdout.contains(r"evil\x1b]0;owned\x07\x1b[2J"),
+                "{args:?}: {}",
+                out.stdout
+            );
         }
         if matches!(args[2], "messages" | "transcript") {
             assert!(
-                out.stdout.contains(r"hi \x1b]8;;http://x\x07link\x1b]8;;\x07 \u{9b}31m red \x0d\x08"),
+                out.stdout
+                    .contains(r"hi \x1b]8;;http://x\x07link\x1b]8;;\x07 \u{9b}31m red \x0d\x08"),
                 "{}",
                 out.stdout
             );
@@ -366,7 +412,11 @@ fn an_800_000_character_word_is_wrapped_through_messages() {
         .output()
         .unwrap();
     let took = start.elapsed();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let body: Vec<&str> = stdout
         .lines()

@@ -688,7 +688,8 @@ mod tests {
         assert_eq!(dec.decode_torn(&f[..2], 0, &mut budget).unwrap(), b"");
         // Garbage decodes to nothing instead of failing.
         assert_eq!(
-            dec.decode_torn(&[0x28, 0xB5, 0x2F, 0xFD, 0x18, 1, 2], 0, &mut budget).unwrap(),
+            dec.decode_torn(&[0x28, 0xB5, 0x2F, 0xFD, 0x18, 1, 2], 0, &mut budget)
+                .unwrap(),
             b""
         );
     }
@@ -726,7 +727,10 @@ mod tests {
         let mut dec = FrameDecoder::new();
         let mut small = PlainBudget::new(u64::MAX, DECODE_CHUNK as u64);
         assert_eq!(
-            limit_at(dec.decode_torn(&f[..f.len() - 1], 5, &mut small).map(|_| ())),
+            limit_at(
+                dec.decode_torn(&f[..f.len() - 1], 5, &mut small)
+                    .map(|_| ())
+            ),
             Some((5, PlaintextLimitKind::Record))
         );
         assert_eq!(

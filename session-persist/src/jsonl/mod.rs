@@ -591,7 +591,9 @@ impl JsonlBackend {
     pub fn open_file(path: impl Into<PathBuf>, compression: Compression) -> Result<JsonlBackend> {
         let path = path.into();
         let file = resolve_root(&path).map_err(|e| Error::io("resolve", &path, e))?;
-        let root = file.parent().map_or_else(|| file.clone(), Path::to_path_buf);
+        let root = file
+            .parent()
+            .map_or_else(|| file.clone(), Path::to_path_buf);
         let inner = Inner {
             name: JSONL_BACKEND_NAME.to_owned(),
             root,

@@ -813,7 +813,8 @@ mod tests {
             });
         };
         let before = scanner.event_count();
-        let plain = decoder.decode_torn(&buf[torn_start..], torn_start, &mut PlainBudget::default())?;
+        let plain =
+            decoder.decode_torn(&buf[torn_start..], torn_start, &mut PlainBudget::default())?;
         scanner.write(&plain)?;
         let out = scanner.finish();
         let recovered = out.events.get(before..).unwrap_or_default().to_vec();
