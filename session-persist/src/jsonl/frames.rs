@@ -140,7 +140,7 @@ impl PlainBudget {
 /// The largest plaintext bound of a frame that is decoded in one piece, on any thread: larger
 /// frames (and frames whose bound is unknown) are streamed into the scanner in
 /// [`DECODE_CHUNK`] pieces, in file order, under a [`PlainBudget`].
-pub(crate) const MAX_BUFFERED_FRAME_PLAIN: usize = 8 << 20;
+pub(crate) const MAX_BUFFERED_FRAME_PLAIN: usize = 4 << 20;
 
 /// The byte range `[start, end)` of one complete frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,7 +42,7 @@
 //! a record (line) to at most [`MAX_RECORD_BYTES`]; a frame beyond either is refused with
 //! [`Error::ZstdFrame`] naming its byte offset (its source is a [`PlaintextLimit`]). Frames are
 //! never decoded into a buffer of their declared size: a frame whose plaintext bound exceeds
-//! 8 MiB is streamed into the scanner in 1 MiB pieces, so a hostile frame costs at most one
+//! 4 MiB is streamed into the scanner in 1 MiB pieces, so a hostile frame costs at most one
 //! record's limit of memory.
 //!
 //! All blocking file-system work runs on tokio's blocking pool, through the [`fs::Fs`] seam.

@@ -166,8 +166,10 @@ pub(crate) fn zstd_text(buf: &[u8]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The most plaintext (by the frames' bounds) one job of small frames holds.
-const JOB_PLAIN_BUDGET: usize = 8 << 20;
+/// The most plaintext a decoding thread buffers for one job: once a job's frames have produced
+/// this much, its remaining frames are handed back undecoded and streamed into the scanner in
+/// file order (a job of ordinary frames, about 256 KiB compressed, stays far below it).
+const JOB_PLAIN_BUDGET: usize = 4 << 20;
 
 /// Whether a frame is decoded in one piece by a worker (its plaintext bound is known and small);
 /// other frames are streamed into the scanner in file order.
@@ -177,30 +179,14 @@ fn is_small(frame: &FrameInfo) -> bool {
         .is_some_and(|bound| bound <= MAX_BUFFERED_FRAME_PLAIN)
 }
 
-/// How many of `frames` one job takes: a frame that is not small alone, else the small frames
-/// whose plaintext bounds add up to at most [`JOB_PLAIN_BUDGET`] (at least one). This bounds
-/// the plaintext a job can hold however far its frames expand.
+/// How many of `frames` one job takes: a frame that is not small alone, else the run of small
+/// frames before the next one that is not.
 fn job_frames(frames: &[FrameInfo]) -> usize {
-    let Some(first) = frames.first() else {
-        return 0;
-    };
-    if !is_small(first) {
-        return 1;
+    match frames.iter().position(|f| !is_small(f)) {
+        Some(0) => 1,
+        Some(n) => n,
+        None => frames.len(),
     }
-    let mut total = 0usize;
-    let mut n = 0;
-    for frame in frames {
-        let bound = match frame.max_plain {
-            Some(bound) if is_small(frame) => bound,
-            _ => break,
-        };
-        total = total.saturating_add(bound);
-        if n > 0 && total > JOB_PLAIN_BUDGET {
-            break;
-        }
-        n += 1;
-    }
-    n
 }
 
 // ---- the pipeline ----
@@ -398,6 +384,9 @@ struct Done {
     /// For each frame decoded: its byte offset in the file and where its plaintext ends in
     /// `plain`.
     frame_ends: Vec<(usize, usize)>,
+    /// Frames left undecoded once the job's plaintext reached [`JOB_PLAIN_BUDGET`], with the
+    /// job's bytes (from its first frame's offset): streamed by the applying thread.
+    rest: Option<(Vec<u8>, usize, Vec<FrameInfo>)>,
 }
 
 /// The per-thread decoding state: one decompression context and one line decoder.
@@ -415,6 +404,7 @@ impl Worker {
                 plain,
                 error: None,
                 frame_ends: Vec::new(),
+                rest: None,
             },
             Job::Stream(..) => Done {
                 plain: Vec::new(),
@@ -423,6 +413,7 @@ impl Worker {
                     message: "a streamed frame was handed to a decoding thread".to_owned(),
                 }),
                 frame_ends: Vec::new(),
+                rest: None,
             },
             Job::Frames(bytes, frames) => {
                 let decoder = self.frames.get_or_insert_with(FrameDecoder::new);
@@ -431,20 +422,28 @@ impl Worker {
                 let mut plain = Vec::with_capacity(bytes.len() * 3 + (128 << 10));
                 let mut error = None;
                 let mut frame_ends = Vec::with_capacity(frames.len());
-                for f in frames {
+                let mut decoded = 0;
+                for &f in &frames {
+                    if plain.len() >= JOB_PLAIN_BUDGET {
+                        break;
+                    }
                     let frame = &bytes[f.start - base..f.end - base];
                     let result = decoder.decode_frame_append(frame, f, &mut plain);
                     frame_ends.push((f.start, plain.len()));
+                    decoded += 1;
                     if let Err(e) = result {
                         error = Some(e);
                         break;
                     }
                 }
+                let rest = (error.is_none() && decoded < frames.len())
+                    .then(|| (bytes, base, frames[decoded..].to_vec()));
                 Done {
                     lines: decode_lines(&plain, &mut self.lines),
                     plain,
                     error,
                     frame_ends,
+                    rest,
                 }
             }
         }
@@ -462,6 +461,7 @@ impl Worker {
                     message: "a log decoding thread panicked".to_owned(),
                 }),
                 frame_ends: Vec::new(),
+                rest: None,
             }
         })
     }
@@ -560,6 +560,22 @@ fn run_jobs(
     })
 }
 
+/// Streams one complete frame into the scanner in pieces, under the decompression budget.
+fn stream_frame(
+    own: &mut Worker,
+    scanner: &mut SessionLogScanner,
+    budget: &mut PlainBudget,
+    frame: &[u8],
+    info: FrameInfo,
+) -> Result<()> {
+    let decoder = own.frames.get_or_insert_with(FrameDecoder::new);
+    budget.start_frame();
+    decoder.decode_frame(frame, info.start, |piece| {
+        budget.feed(piece, info.start)?;
+        scanner.write(piece)
+    })
+}
+
 fn apply_jobs(
     next_job: &mut dyn FnMut() -> std::result::Result<Option<Job>, Failure>,
     scanner: &mut SessionLogScanner,
@@ -598,12 +614,7 @@ fn apply_jobs(
         }
         if let Some((id, bytes, info)) = held.take() {
             if id == applied {
-                let decoder = own.frames.get_or_insert_with(FrameDecoder::new);
-                budget.start_frame();
-                decoder.decode_frame(&bytes, info.start, |piece| {
-                    budget.feed(piece, info.start)?;
-                    scanner.write(piece)
-                })?;
+                stream_frame(&mut own, scanner, &mut budget, &bytes, info)?;
                 applied += 1;
                 continue;
             }
@@ -640,6 +651,12 @@ fn apply_jobs(
         scanner.write_decoded(&next.plain, next.lines)?;
         if let Some(e) = next.error {
             return Err(Failure::Log(e));
+        }
+        if let Some((bytes, base, frames)) = next.rest {
+            for f in frames {
+                let frame = &bytes[f.start - base..f.end - base];
+                stream_frame(&mut own, scanner, &mut budget, frame, f)?;
+            }
         }
     }
 }
@@ -967,6 +984,53 @@ mod tests {
             let e = describe(&from_memory(&file, true, TUNINGS[2]));
             let want = if gap { "seq gap" } else { "failed validation" };
             assert!(e.contains(want), "{e}");
+        }
+    }
+
+    // A job whose frames expand beyond what a decoding thread buffers (JOB_PLAIN_BUDGET):
+    // its remaining frames are streamed in order, with the same events and errors as the
+    // sequential reader, also when one of those frames is damaged or a line crosses frames.
+    #[test]
+    fn jobs_beyond_the_plaintext_budget_stream_their_remaining_frames_in_order() {
+        let header = "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n";
+        let line = |seq: u64| {
+            format!(
+                "{{\"type\":\"user/note\",\"seq\":{seq},\"time\":0,\"data\":{{\"pad\":\"{}\"}}}}\n",
+                "y".repeat(300)
+            )
+        };
+        for case in ["clean", "damaged", "split"] {
+            let mut file = encode_frame(header.as_bytes()).unwrap();
+            let mut seq = 0;
+            for frame in 0..12 {
+                let mut body = String::new();
+                if case == "split" && frame == 10 {
+                    body.push_str(&format!("\"seq\":{seq},\"time\":0,\"data\":{{}}}}\n"));
+                    seq += 1;
+                }
+                while body.len() < 700 << 10 {
+                    body.push_str(&line(seq));
+                    seq += 1;
+                }
+                if case == "split" && frame == 9 {
+                    // A line crossing into the next frame.
+                    body.push_str("{\"type\":\"user/note\",");
+                }
+                let mut f = encode_frame(body.as_bytes()).unwrap();
+                if case == "damaged" && frame == 10 {
+                    let last = f.len() - 1;
+                    f[last] ^= 0xFF;
+                }
+                file.extend(f);
+            }
+            let plain: usize = 12 * (700 << 10);
+            assert!(plain > 2 * JOB_PLAIN_BUDGET);
+            check(&file, true, case);
+            let got = describe(&from_memory(&file, true, TUNINGS[0]));
+            match case {
+                "damaged" => assert!(got.contains("failed validation"), "{got}"),
+                _ => assert!(got.contains(&format!("\"seq\":{}", seq - 1)), "{case}"),
+            }
         }
     }
 
