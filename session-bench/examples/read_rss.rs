@@ -57,7 +57,7 @@ fn main() {
     let manifest = generate(&opts).expect("generate the session");
     let file = manifest.paths["zstd"].clone();
     let plain = manifest.plaintext_bytes;
-    let file_bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    let file_bytes = std::fs::metadata(&file).map_or(0, |m| m.len());
     let limit_kib = (4 * plain + (64 << 20)) / 1024;
     println!(
         "session {}: {} events, {:.1} MiB plaintext, {:.1} MiB zstd; target {:.0} MiB",

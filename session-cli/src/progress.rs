@@ -19,7 +19,6 @@ pub(crate) struct Spinner {
 impl Spinner {
     /// Starts a spinner labelled `label` if standard error is a terminal.
     pub(crate) fn start(label: String) -> Spinner {
-        let label = crate::output::escape_controls(&label).into_owned();
         let stop = Arc::new(AtomicBool::new(false));
         let handle = std::io::stderr().is_terminal().then(|| {
             let stop = stop.clone();
@@ -69,7 +68,8 @@ impl Drop for Spinner {
 
 /// Runs `f` with a spinner labelled `label` on a terminal.
 pub(crate) fn with_spinner<T>(label: impl Into<String>, f: impl FnOnce() -> T) -> T {
-    let spinner = Spinner::start(label.into());
+    // The label names a session: its control characters are shown, never sent.
+    let spinner = Spinner::start(crate::output::escape_controls(&label.into()).into_owned());
     let result = f();
     drop(spinner);
     result

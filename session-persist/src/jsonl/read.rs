@@ -1005,7 +1005,7 @@ mod tests {
             for frame in 0..12 {
                 let mut body = String::new();
                 if case == "split" && frame == 10 {
-                    body.push_str(&format!("\"seq\":{seq},\"time\":0,\"data\":{{}}}}\n"));
+                    body = format!("\"seq\":{seq},\"time\":0,\"data\":{{}}}}\n");
                     seq += 1;
                 }
                 while body.len() < 700 << 10 {
