@@ -125,6 +125,13 @@ fn a_file_outside_its_layout_is_read_in_place_and_planted_staging_paths_are_neve
         .parse()
         .unwrap();
     for pid in last + 1..last + 400 {
+        // `verify`'s persistence round trip used predictable scratch roots too.
+        for name in [
+            format!("conformance-round-trip-{pid}-0"),
+            format!("conformance-re-encode-{pid}-1"),
+        ] {
+            std::os::unix::fs::symlink(&victim_dir, tmpdir.join(name)).unwrap();
+        }
         let planted = tmpdir.join(format!("sessionctl-{pid}-0"));
         match pid % 3 {
             0 => std::os::unix::fs::symlink(&victim_dir, &planted).unwrap(),
@@ -175,7 +182,8 @@ fn a_file_outside_its_layout_is_read_in_place_and_planted_staging_paths_are_neve
         r.stderr
     );
 
-    // Nothing was staged, followed, written or removed.
+    // Nothing was staged, followed, written or removed (verify's scratch roots are private
+    // directories with random names, removed again).
     assert_eq!(names(&tmpdir), planted_before);
     for pid in last + 1..last + 400 {
         let planted = tmpdir.join(format!("sessionctl-{pid}-0"));
@@ -332,12 +340,17 @@ fn a_group_or_world_writable_root_or_project_directory_is_refused_unless_allowed
         );
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
-    // Writing into a permissive root is refused before anything is written.
+    // Writing into a permissive root is refused before anything is written (a fork too).
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = run_in(
-        &["--root", r, "append", "t", "--create", "--cwd", "/work/q"],
-        Some(&turn("x")),
+    // (No input: the store is refused when it opens, before stdin is read.)
+    let out = run(&["--root", r, "append", "t", "--create", "--cwd", "/work/q"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("must not be group/world-writable"),
+        "{}",
+        out.stderr
     );
+    let out = run(&["--root", r, "fork", "s", "--id", "f"]);
     assert_ne!(out.code, 0);
     assert!(
         out.stderr.contains("must not be group/world-writable"),
