@@ -20,7 +20,6 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use session_core::event::END_SEED;
 use session_core::json::Value;
@@ -539,10 +538,13 @@ pub fn split_batches(events: &[Event], cuts: &[usize]) -> Vec<Vec<Event>> {
 }
 
 /// A fresh, unique directory path under the system temp dir (not created).
-fn temp_root(tag: &str) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("conformance-{tag}-{}-{n}", std::process::id()))
+/// A fresh private directory for a scratch root: a random name under the temporary
+/// directory, created exclusively with mode 0700 (`tempfile`), so nothing planted at a
+/// predictable path is followed; removed when dropped.
+fn temp_root(tag: &str) -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&format!("conformance-{tag}-"))
+        .tempdir()
 }
 
 fn round_trip_meta() -> SessionHeader {
@@ -716,16 +718,14 @@ pub fn check_persistence_round_trip(
         .enable_all()
         .build()
         .map_err(|e| persist_violation("starting a runtime", &e))?;
-    let roots = [temp_root("round-trip"), temp_root("re-encode")];
-    let result = runtime.block_on(round_trip(
+    let scratch =
+        |tag| temp_root(tag).map_err(|e| persist_violation("creating a scratch directory", &e));
+    let roots = [scratch("round-trip")?, scratch("re-encode")?];
+    runtime.block_on(round_trip(
         events,
         cuts,
         compression,
         packed,
-        [&roots[0], &roots[1]],
-    ));
-    for root in &roots {
-        let _ = std::fs::remove_dir_all(root);
-    }
-    result
+        [roots[0].path(), roots[1].path()],
+    ))
 }

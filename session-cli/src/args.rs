@@ -73,6 +73,8 @@ pub(crate) struct Global {
     pub(crate) json: bool,
     /// `--no-color`.
     pub(crate) no_color: bool,
+    /// `--allow-permissive-dirs`.
+    pub(crate) allow_permissive_dirs: bool,
 }
 
 impl Global {
@@ -448,6 +450,7 @@ pub(crate) fn parse(args: Vec<String>) -> Result<Parsed> {
             }
             "--json" => global.json = true,
             "--no-color" => global.no_color = true,
+            "--allow-permissive-dirs" => global.allow_permissive_dirs = true,
             other => {
                 let Some(spec) = command else {
                     return Err(Error::usage(format!(
@@ -559,6 +562,7 @@ pub(crate) fn help_text() -> String {
          \x20 --compression zstd|none    the root's encoding (default: the encoding found, else zstd)\n\
          \x20 --json                     machine-readable output (read commands)\n\
          \x20 --no-color                 no colour even on a terminal (NO_COLOR is honoured too)\n\
+         \x20 --allow-permissive-dirs    accept a group/world-writable JSONL root or project directory\n\
          \nSESSION is a session id under the root, a session directory, or a session.jsonl /\n\
          session.jsonl.zstd file (its root is three levels up); with a database store\n\
          (sqlite:, postgres://), a session id in the database.\n\

@@ -13,7 +13,7 @@ use session_surface::{Transcript, TranscriptEntry, derive_event_message, fold_su
 use crate::args::Invocation;
 use crate::error::{Error, Location, Result};
 use crate::json::{float, num, obj, opt_num, opt_str, seqs, write_streamed};
-use crate::output::{Out, bytes, rfc3339, table, truncate, utc};
+use crate::output::{Out, bytes, escape_controls, rfc3339, table, truncate, utc};
 use crate::progress::with_spinner;
 use crate::render::{join_seqs, message_body, message_heading};
 use crate::report;
@@ -243,14 +243,14 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
                 continue;
             };
             let lineage = match (&m.parent_session, m.seed_length) {
-                (Some(p), Some(n)) => format!("← {p} @{n}"),
-                (Some(p), None) => format!("← {p}"),
+                (Some(p), Some(n)) => format!("← {} @{n}", escape_controls(p)),
+                (Some(p), None) => format!("← {}", escape_controls(p)),
                 _ => String::new(),
             };
             table_rows.push(vec![
-                m.id.to_string(),
+                escape_controls(&m.id).into_owned(),
                 utc(m.created_at),
-                truncate(m.cwd.as_deref().unwrap_or("-"), 40),
+                truncate(&escape_controls(m.cwd.as_deref().unwrap_or("-")), 40),
                 events,
                 lineage,
             ]);
@@ -398,7 +398,7 @@ pub(crate) fn messages(inv: &Invocation, out: &mut Out) -> Result<()> {
         out.line(&s.bold(&format!(
             "{count} model-visible message{} in {}{as_of}",
             if count == 1 { "" } else { "s" },
-            target.id
+            escape_controls(&target.id)
         )))?;
         let max = (!inv.flag("--full")).then_some(MAX_MESSAGE_LINES);
         let width = out.width.saturating_sub(4);
@@ -459,7 +459,7 @@ pub(crate) fn transcript(inv: &Invocation, out: &mut Out) -> Result<()> {
         let s = out.style;
         out.line(&s.bold(&format!(
             "transcript of {}: {} entr{}",
-            target.id,
+            escape_controls(&target.id),
             transcript.len(),
             if transcript.len() == 1 { "y" } else { "ies" }
         )))?;
@@ -595,14 +595,14 @@ pub(crate) fn header(inv: &Invocation, out: &mut Out) -> Result<()> {
         let Some(h) = folded else {
             out.line(&format!(
                 "no request header in {}{as_of} (no request/header event)",
-                target.id
+                escape_controls(&target.id)
             ))?;
             return store.close();
         };
         let seq = last_header.as_ref().map_or(0, Event::seq);
         out.line(&s.bold(&format!(
             "request header of {}{as_of}: set at seq {seq} ({})",
-            target.id,
+            escape_controls(&target.id),
             reason.as_deref().unwrap_or("no reason")
         )))?;
         let mut rows: Vec<Vec<String>> = Vec::new();
@@ -806,7 +806,7 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
     } else {
         let s = out.style;
         let mut rows = vec![
-            vec![s.bold("session"), id.clone()],
+            vec![s.bold("session"), escape_controls(&id).into_owned()],
             vec![
                 s.bold(if rows.is_some() { "store" } else { "file" }),
                 if rows.is_some() {

@@ -17,7 +17,7 @@ use crate::error::{Error, Location, Result};
 use crate::json::{num, obj, opt_num, opt_str};
 use crate::output::{Out, truncate};
 use crate::progress::with_spinner;
-use crate::store::{Store, StoreAt, compression_of, placement, stage};
+use crate::store::{Store, StoreAt, compression_of, placement};
 
 /// One check's outcome.
 struct Outcome {
@@ -120,12 +120,9 @@ fn verify_file(file: &Path, strict: bool) -> FileResult {
         ));
         return result;
     };
-    let located = placement(file, compression).and_then(|place| match &place.root {
-        Some(root) => Ok((root.clone(), place.id, None)),
-        None => stage(file, compression, &place)
-            .map(|staged| (staged.root().to_path_buf(), place.id, Some(staged))),
-    });
-    let (root, id, _staged) = match located {
+    // A file outside its layout path is read in place (`root` is then `None`).
+    let located = placement(file, compression).map(|place| (place.root, place.id));
+    let (root, id) = match located {
         Ok(l) => l,
         Err(e) => {
             result.error = Some(e);
@@ -134,10 +131,13 @@ fn verify_file(file: &Path, strict: bool) -> FileResult {
     };
     result.id = Some(id.clone());
     let run = || -> Result<(Vec<Outcome>, usize)> {
-        let store = Store::open(&StoreAt::Jsonl {
-            root: root.clone(),
-            compression,
-        })?;
+        let store = match &root {
+            Some(root) => Store::open(&StoreAt::Jsonl {
+                root: root.clone(),
+                compression,
+            })?,
+            None => Store::open_file(file, compression)?,
+        };
         let detailed = store
             .block_on(store.persistence.inspect_detailed(&id, None))
             .map_err(|e| store.err(e, Some(file)))?;

@@ -195,7 +195,7 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
             at: inv.global.store(),
             id: operand.to_owned(),
             file: None,
-            staged: None,
+            outside: false,
         }
     } else {
         let target = crate::store::resolve(operand, &inv.global, false)?;
@@ -530,7 +530,8 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     let to = inv.value("--to").map(parse_to).transpose()?;
     let (target, store) = open_target(inv, inv.operand(0), true)?;
     let dest_at = convert_dest(inv.operand(1), &target.at, to)?;
-    if target.at.same_place(&dest_at) {
+    // A file read in place has no store of its own (its directory is not a root).
+    if !target.outside && target.at.same_place(&dest_at) {
         if let StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } = dest_at {
             return Err(Error::usage(
                 "DEST is the session's own database; pass another store",

@@ -641,7 +641,7 @@ pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
         },
         id: DEMO_ID.to_owned(),
         file: None,
-        staged: None,
+        outside: false,
     };
     let clock = Arc::new(FixedClock::new(T0 + 3_600_000));
     let shared: SharedClock = clock.clone();

@@ -75,8 +75,10 @@ fn report_error(e: &Error, json: bool, no_color: bool) {
     if json {
         let _ = writeln!(err, "{}", e.to_json().to_json());
     } else {
-        let style = Style::new(colour_allowed(std::io::stderr().is_terminal(), no_color));
-        let _ = write!(err, "{}", e.render(&|s| style.red(s)));
+        let colour = colour_allowed(std::io::stderr().is_terminal(), no_color);
+        let style = Style::new(colour);
+        let text = e.render(&|s| style.red(s));
+        let _ = write!(err, "{}", output::sanitize_line(&text, colour));
     }
 }
 
@@ -119,6 +121,7 @@ fn main() -> ExitCode {
             return ExitCode::from(e.exit_code());
         }
     };
+    store::set_allow_permissive_dirs(inv.global.allow_permissive_dirs);
     let mut out = Out::stdout(inv.global.no_color);
     let result = run(&inv, &mut out).and_then(|()| out.flush().map_err(Error::from));
     match result {

@@ -1,7 +1,77 @@
 //! Human output: a buffered stdout, colour only on a terminal, aligned tables, wrapping and
 //! truncation.
 
+use std::borrow::Cow;
 use std::io::{self, BufWriter, IsTerminal, Stdout, Write};
+
+/// Whether `c` is a control character a terminal may act on: C0 (U+0000–U+001F) except the
+/// layout characters newline and tab, DEL (U+007F) and C1 (U+0080–U+009F, which some terminals
+/// read as CSI, OSC, …).
+fn is_hostile_control(c: char) -> bool {
+    matches!(c, '\0'..='\x1f' | '\x7f'..='\u{9f}') && c != '\n' && c != '\t'
+}
+
+/// Appends `c`, escaped as `\xHH` (C0, DEL) or `\u{HH}` (C1) when it is a hostile control.
+fn push_escaped(out: &mut String, c: char) {
+    use std::fmt::Write as _;
+    if !is_hostile_control(c) {
+        out.push(c);
+    } else if c < '\u{80}' {
+        let _ = write!(out, "\\x{:02x}", c as u32);
+    } else {
+        let _ = write!(out, "\\u{{{:x}}}", c as u32);
+    }
+}
+
+/// `s` with every control character a terminal could act on (ESC starting a CSI or OSC
+/// sequence, BEL, backspace, carriage return, DEL, C1 …) shown as a visible escape (`\x1b`,
+/// `\u{9b}`); newlines and tabs stay. The one function human output uses for text that comes
+/// from a session (ids, content, paths).
+pub(crate) fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_hostile_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        push_escaped(&mut out, c);
+    }
+    Cow::Owned(out)
+}
+
+/// The length of the colour sequence `ESC [ <digits and ;> m` that [`Style`] writes, when `s`
+/// starts with one.
+fn sgr_len(s: &str) -> Option<usize> {
+    let rest = s.strip_prefix("\x1b[")?;
+    let params = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b';')
+        .count();
+    (rest.as_bytes().get(params) == Some(&b'm')).then_some(2 + params + 1)
+}
+
+/// A finished line for a terminal: [`escape_controls`], except that with `colour` the colour
+/// sequences [`Style`] writes are kept. Every human line goes through this, so a control
+/// character that reached a line unescaped is still shown, never acted on.
+pub(crate) fn sanitize_line(s: &str, colour: bool) -> Cow<'_, str> {
+    if !s.chars().any(is_hostile_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut rest = s;
+    while let Some(c) = rest.chars().next() {
+        if colour
+            && c == '\x1b'
+            && let Some(n) = sgr_len(rest)
+        {
+            out.push_str(&rest[..n]);
+            rest = &rest[n..];
+            continue;
+        }
+        push_escaped(&mut out, c);
+        rest = &rest[c.len_utf8()..];
+    }
+    Cow::Owned(out)
+}
 
 /// Whether colour is allowed for a stream: a terminal, `NO_COLOR` unset or empty, and no
 /// `--no-color`.
@@ -90,9 +160,10 @@ impl Out {
         }
     }
 
-    /// Writes one line.
+    /// Writes one line (control characters escaped, see [`sanitize_line`]).
     pub(crate) fn line(&mut self, s: &str) -> io::Result<()> {
-        self.w.write_all(s.as_bytes())?;
+        self.w
+            .write_all(sanitize_line(s, self.style.colour).as_bytes())?;
         self.w.write_all(b"\n")
     }
 
@@ -188,6 +259,14 @@ pub(crate) fn table(
 
 /// Wraps text to `width` columns, keeping its own line breaks; long words are split.
 pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
+    wrap_counting(text, width, &mut 0)
+}
+
+/// [`wrap`], adding to `work` the characters it visits. Linear in the length of `text`: every
+/// word is measured once, and a word longer than the width is cut in one pass over its
+/// characters (cutting it by re-collecting the rest after each piece was quadratic in the
+/// word's length).
+fn wrap_counting(text: &str, width: usize, work: &mut usize) -> Vec<String> {
     let width = width.max(10);
     let mut out = Vec::new();
     for para in text.split('\n') {
@@ -199,28 +278,44 @@ pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
         let mut line = String::new();
         let mut line_w = 0;
         for word in para.split(' ') {
-            let mut word: String = word.replace('\t', "    ");
-            loop {
-                let ww = word.chars().count();
-                let sep = usize::from(line_w > 0);
-                if line_w + sep + ww <= width {
-                    if sep == 1 {
-                        line.push(' ');
-                    }
-                    line.push_str(&word);
-                    line_w += sep + ww;
-                    break;
+            let word: Cow<'_, str> = if word.contains('\t') {
+                Cow::Owned(word.replace('\t', "    "))
+            } else {
+                Cow::Borrowed(word)
+            };
+            let ww = word.chars().count();
+            *work += ww;
+            let sep = usize::from(line_w > 0);
+            if line_w + sep + ww <= width {
+                if sep == 1 {
+                    line.push(' ');
                 }
-                if line_w > 0 {
-                    out.push(std::mem::take(&mut line));
-                    line_w = 0;
-                    continue;
-                }
-                // A word longer than the width: split it.
-                let head: String = word.chars().take(width).collect();
-                word = word.chars().skip(width).collect();
-                out.push(head);
+                line.push_str(&word);
+                line_w += sep + ww;
+                continue;
             }
+            if line_w > 0 {
+                out.push(std::mem::take(&mut line));
+            }
+            if ww <= width {
+                line.push_str(&word);
+                line_w = ww;
+                continue;
+            }
+            // A word longer than the width: full pieces become lines, the rest starts the next.
+            let mut piece_start = 0;
+            let mut piece_w = 0;
+            for (i, _) in word.char_indices() {
+                *work += 1;
+                if piece_w == width {
+                    out.push(word[piece_start..i].to_owned());
+                    piece_start = i;
+                    piece_w = 0;
+                }
+                piece_w += 1;
+            }
+            line.push_str(&word[piece_start..]);
+            line_w = piece_w;
         }
         out.push(line);
     }
@@ -298,4 +393,70 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_layout_kept() {
+        assert_eq!(escape_controls("plain text"), Cow::Borrowed("plain text"));
+        assert_eq!(
+            escape_controls("a\x1b]0;pwned\x07b\x1b[2Jc"),
+            "a\\x1b]0;pwned\\x07b\\x1b[2Jc"
+        );
+        assert_eq!(escape_controls("tab\tnew\nline"), "tab\tnew\nline");
+        assert_eq!(
+            escape_controls("cr\r del\x7f nul\0"),
+            "cr\\x0d del\\x7f nul\\x00"
+        );
+        // C1 controls (8-bit CSI and OSC).
+        assert_eq!(escape_controls("\u{9b}31m\u{9d}x"), "\\u{9b}31m\\u{9d}x");
+        // Not controls: U+00A0 and beyond, including U+2028.
+        assert_eq!(escape_controls("\u{a0}é\u{2028}"), "\u{a0}é\u{2028}");
+    }
+
+    #[test]
+    fn lines_keep_only_the_colour_sequences_of_the_style() {
+        let s = Style::new(true);
+        let line = format!("{} \x1b]8;;http://x\x07link\x1b]8;;\x07", s.red("error:"));
+        assert_eq!(
+            sanitize_line(&line, true),
+            "\x1b[31merror:\x1b[0m \\x1b]8;;http://x\\x07link\\x1b]8;;\\x07"
+        );
+        // Without colour nothing is kept.
+        assert_eq!(sanitize_line("\x1b[31mred", false), "\\x1b[31mred");
+        // A lone ESC at the end, or an unfinished sequence.
+        assert_eq!(sanitize_line("x\x1b", true), "x\\x1b");
+        assert_eq!(sanitize_line("\x1b[31", true), "\\x1b[31");
+    }
+
+    #[test]
+    fn wrapping_is_linear_in_the_length_of_one_unbroken_word() {
+        let word = "w".repeat(800_000);
+        let mut work = 0;
+        let lines = wrap_counting(&word, 96, &mut work);
+        assert_eq!(lines.len(), 800_000usize.div_ceil(96));
+        assert!(lines[..lines.len() - 1].iter().all(|l| l.len() == 96));
+        assert_eq!(lines.concat(), word);
+        // One pass to measure the word and one to cut it: a quadratic cut would visit about
+        // 800,000² / (2 × 96) ≈ 3.3e9 characters.
+        assert!(work <= 2 * 800_000 + 96, "visited {work} characters");
+    }
+
+    #[test]
+    fn wrapping_keeps_its_layout() {
+        assert_eq!(wrap("aa bb cc", 10), vec!["aa bb cc"]);
+        assert_eq!(
+            wrap("aaaa bbbb cccc dddd", 10),
+            vec!["aaaa bbbb", "cccc dddd"]
+        );
+        assert_eq!(
+            wrap("x abcdefghijklmnopqrstuvwxy z", 10),
+            vec!["x", "abcdefghij", "klmnopqrst", "uvwxy z"]
+        );
+        assert_eq!(wrap("a\tb\n\nc\r\n", 10), vec!["a    b", "", "c"]);
+        assert_eq!(wrap("ééééééééééééé", 10), vec!["éééééééééé", "ééé"]);
+    }
 }

@@ -68,7 +68,8 @@ impl Drop for Spinner {
 
 /// Runs `f` with a spinner labelled `label` on a terminal.
 pub(crate) fn with_spinner<T>(label: impl Into<String>, f: impl FnOnce() -> T) -> T {
-    let spinner = Spinner::start(label.into());
+    // The label names a session: its control characters are shown, never sent.
+    let spinner = Spinner::start(crate::output::escape_controls(&label.into()).into_owned());
     let result = f();
     drop(spinner);
     result

@@ -3,7 +3,7 @@
 use session_core::Event;
 use session_core::json::Value;
 
-use crate::output::{Style, clip, truncate, wrap};
+use crate::output::{Style, clip, escape_controls, truncate, wrap};
 
 /// A shared `null`.
 static NULL: Value = Value::Null;
@@ -15,6 +15,10 @@ fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 /// Who a message is from, e.g. `user`, `assistant · provider/model`,
 /// `user · plugin @x/y (snapshot)`, `tool result · call_1`.
 pub(crate) fn message_heading(msg: &Value) -> String {
+    escape_controls(&raw_heading(msg)).into_owned()
+}
+
+fn raw_heading(msg: &Value) -> String {
     let role = str_at(msg, "role").unwrap_or("?");
     let source = msg.get("source");
     let kind = source.and_then(|s| str_at(s, "kind")).unwrap_or("");
@@ -140,6 +144,7 @@ pub(crate) fn message_body(
     let mut lines = Vec::new();
     for block in blocks(msg.get("content")) {
         let (tone, text) = block_text(block);
+        let text = escape_controls(&text);
         lines.extend(wrap(&text, width).iter().map(|l| tone.paint(style, l)));
     }
     clip(lines, max_lines)
@@ -149,11 +154,15 @@ pub(crate) fn message_body(
 pub(crate) fn message_summary(msg: &Value, max: usize) -> String {
     let text = content_text(msg.get("content"));
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    truncate(&flat, max)
+    truncate(&escape_controls(&flat), max)
 }
 
 /// A short description of an event for tables (closers, demo narration).
 pub(crate) fn event_detail(event: &Event) -> String {
+    escape_controls(&raw_detail(event)).into_owned()
+}
+
+fn raw_detail(event: &Event) -> String {
     let data = event.data();
     match event.event_type() {
         "tool/result" => {

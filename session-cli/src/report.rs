@@ -11,7 +11,7 @@ use session_surface::Replacement;
 
 use crate::error::Result;
 use crate::json::{num, obj, opt_num, opt_str, seqs};
-use crate::output::{Out, bytes, table, utc};
+use crate::output::{Out, bytes, escape_controls, table, utc};
 use crate::progress::with_spinner;
 use crate::render::{event_detail, join_seqs};
 use crate::store::{Store, StoreAt, Target};
@@ -51,8 +51,8 @@ pub(crate) struct Report {
     pub(crate) store: StoreAt,
     /// The file size.
     pub(crate) file_bytes: Option<u64>,
-    /// Whether the file was read through a staged link (outside its layout path).
-    pub(crate) staged: bool,
+    /// Whether the file is outside its layout path (read in place).
+    pub(crate) outside: bool,
     /// The header.
     pub(crate) meta: SessionHeader,
     /// The events `load` would return (stored events, then closers).
@@ -161,7 +161,7 @@ pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
         file,
         store: target.at.clone(),
         file_bytes,
-        staged: target.is_staged(),
+        outside: target.outside,
         meta: inspection.meta,
         counts: counts(prefix.iter()),
         turns: turns(prefix.iter().cloned()),
@@ -236,7 +236,7 @@ impl Report {
             ),
             ("store", Value::from(self.store.spec())),
             ("fileBytes", opt_num(self.file_bytes)),
-            ("inLayout", Value::from(!self.staged)),
+            ("inLayout", Value::from(!self.outside)),
             ("header", self.meta.to_value()),
             ("eventCount", num(self.events.len() as u64)),
             ("storedEventCount", num(self.stored as u64)),
@@ -279,15 +279,15 @@ impl Report {
         let s = out.style;
         let mut rows: Vec<Vec<String>> = Vec::new();
         let mut field = |k: &str, v: String| rows.push(vec![s.bold(k), v]);
-        field("session", self.id.clone());
+        field("session", escape_controls(&self.id).into_owned());
         if let Some(file) = &self.file {
             let size = self.file_bytes.map(bytes).unwrap_or_default();
             let enc = match self.store.compression() {
                 Some(Compression::Zstd) => "zstd",
                 Some(Compression::None) | None => "plain",
             };
-            let outside = if self.staged {
-                ", outside a store layout: read through a temporary link"
+            let outside = if self.outside {
+                ", outside a store layout: read in place"
             } else {
                 ""
             };
@@ -306,17 +306,23 @@ impl Report {
                 self.meta
                     .cwd
                     .as_deref()
-                    .map(|c| format!("   cwd {c}"))
+                    .map(|c| format!("   cwd {}", escape_controls(c)))
                     .unwrap_or_default()
             ),
         );
         let lineage = match (&self.meta.parent_session, self.meta.seed_length) {
-            (Some(p), Some(n)) => format!("fork of {p} (inherits {n} events)"),
-            (Some(p), None) => format!("child of {p}"),
+            (Some(p), Some(n)) => format!("fork of {} (inherits {n} events)", escape_controls(p)),
+            (Some(p), None) => format!("child of {}", escape_controls(p)),
             _ => "root session".to_owned(),
         };
         let children = match &self.children {
-            Some(c) if !c.is_empty() => format!("; forks: {}", c.join(", ")),
+            Some(c) if !c.is_empty() => format!(
+                "; forks: {}",
+                c.iter()
+                    .map(|id| escape_controls(id))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             _ => String::new(),
         };
         field("lineage", format!("{lineage}{children}"));

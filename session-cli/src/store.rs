@@ -6,10 +6,11 @@ use std::future::Future;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use session_core::clock::system_clock;
 use session_core::json::Value;
+use session_persist::jsonl::MAX_RECORD_BYTES;
 use session_persist::jsonl::layout::{LOGICAL_FILE_NAME, encode_segment, log_path};
 use session_persist::{
     Backend, Compression, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions,
@@ -23,6 +24,25 @@ use crate::error::{Error, Location, Result};
 
 /// The zstd file name.
 pub(crate) const ZSTD_FILE_NAME: &str = "session.jsonl.zstd";
+
+/// The environment variable that, set to `1`, accepts group- or world-writable JSONL root and
+/// project directories (like `--allow-permissive-dirs`).
+pub(crate) const ALLOW_PERMISSIVE_DIRS_ENV: &str = "SESSIONCTL_ALLOW_PERMISSIVE_DIRS";
+
+/// Whether `--allow-permissive-dirs` was given.
+static ALLOW_PERMISSIVE_DIRS: AtomicBool = AtomicBool::new(false);
+
+/// Records `--allow-permissive-dirs` for every store this process opens.
+pub(crate) fn set_allow_permissive_dirs(allow: bool) {
+    ALLOW_PERMISSIVE_DIRS.store(allow, Ordering::Relaxed);
+}
+
+/// Whether JSONL stores accept group- or world-writable root and project directories: the
+/// flag, or the environment variable set to `1`.
+fn permissive_dirs_allowed() -> bool {
+    ALLOW_PERMISSIVE_DIRS.load(Ordering::Relaxed)
+        || std::env::var_os(ALLOW_PERMISSIVE_DIRS_ENV).is_some_and(|v| v == "1")
+}
 
 /// Where a store lives: the kinds of store `--store SPEC` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,30 +174,25 @@ pub(crate) struct Target {
     pub(crate) id: String,
     /// The session's log file, when it exists (JSONL stores).
     pub(crate) file: Option<PathBuf>,
-    /// The temporary root a file outside its layout path is read through.
-    pub(crate) staged: Option<Arc<Staged>>,
+    /// Whether `file` is outside its layout path and read in place (read-only); the store's
+    /// root is then the file's directory.
+    pub(crate) outside: bool,
 }
 
 impl Target {
-    /// Whether the file is read through a temporary staged link (it is not at its layout
-    /// path).
-    pub(crate) fn is_staged(&self) -> bool {
-        self.staged.is_some()
-    }
-
     /// A JSONL target.
     fn jsonl(
         root: PathBuf,
         compression: Compression,
         id: String,
         file: Option<PathBuf>,
-        staged: Option<Arc<Staged>>,
+        outside: bool,
     ) -> Target {
         Target {
             at: StoreAt::Jsonl { root, compression },
             id,
             file,
-            staged,
+            outside,
         }
     }
 }
@@ -291,7 +306,7 @@ pub(crate) fn resolve(arg: &str, global: &Global, read_only: bool) -> Result<Tar
             at,
             id: arg.to_owned(),
             file: None,
-            staged: None,
+            outside: false,
         });
     }
     let path = Path::new(arg);
@@ -343,44 +358,20 @@ pub(crate) fn resolve(arg: &str, global: &Global, read_only: bool) -> Result<Tar
         .find(|(_, c)| *c == compression)
         .or(files.first())
         .map(|(f, _)| f.clone());
-    Ok(Target::jsonl(root, compression, arg.to_owned(), file, None))
-}
-
-/// A temporary root holding a link to a session file that is not at its layout path; removed
-/// when dropped.
-#[derive(Debug)]
-pub(crate) struct Staged(PathBuf);
-
-impl Staged {
-    /// The temporary root.
-    pub(crate) fn root(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A fresh temporary directory path (not created).
-fn temp_root() -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    std::env::temp_dir().join(format!(
-        "sessionctl-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
+    Ok(Target::jsonl(
+        root,
+        compression,
+        arg.to_owned(),
+        file,
+        false,
     ))
 }
 
-/// Where a session file belongs: its header's id and cwd, and whether it sits at
+/// Where a session file belongs: its header's id, and whether it sits at
 /// `<root>/<project>/<id>/<file>` with the root three levels up.
 pub(crate) struct Placement {
     /// The header id.
     pub(crate) id: String,
-    /// The header cwd.
-    pub(crate) cwd: Option<String>,
     /// The root three levels up, when the file is at its layout path there.
     pub(crate) root: Option<PathBuf>,
 }
@@ -409,38 +400,12 @@ pub(crate) fn placement(file: &Path, compression: Compression) -> Result<Placeme
             log_path(root, cwd.as_deref(), &id, compression).is_ok_and(|p| p == absolute)
         })
         .map(Path::to_path_buf);
-    Ok(Placement { id, cwd, root })
-}
-
-/// Links (or copies) `file` into a temporary root at the layout path its header names.
-pub(crate) fn stage(file: &Path, compression: Compression, place: &Placement) -> Result<Staged> {
-    let staged = Staged(temp_root());
-    let path =
-        log_path(staged.root(), place.cwd.as_deref(), &place.id, compression).map_err(|e| {
-            Error::failed_at(
-                format!(
-                    "the header of {} cannot name a session path: {e}",
-                    file.display()
-                ),
-                None,
-                Location {
-                    file: Some(file.to_path_buf()),
-                    line: Some(1),
-                    ..Location::default()
-                },
-            )
-        })?;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, &e))?;
-    }
-    if std::fs::hard_link(file, &path).is_err() {
-        std::fs::copy(file, &path).map_err(|e| Error::io("copy", file, &e))?;
-    }
-    Ok(staged)
+    Ok(Placement { id, root })
 }
 
 /// A target for a session file: the root is three levels up and the encoding follows the
-/// name. A file elsewhere is read through a staged link by read-only commands.
+/// name. A file elsewhere is read in place by read-only commands (nothing is staged, linked or
+/// copied: the store opens on the file itself).
 fn from_file(file: &Path, read_only: bool) -> Result<Target> {
     let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let Some(compression) = compression_of(name) else {
@@ -465,7 +430,7 @@ fn from_file(file: &Path, read_only: bool) -> Result<Target> {
                 .and_then(decode_segment)
                 .unwrap_or_default(),
             Some(absolute.clone()),
-            None,
+            false,
         )
     };
     let place = match placement(&absolute, compression) {
@@ -479,7 +444,7 @@ fn from_file(file: &Path, read_only: bool) -> Result<Target> {
             compression,
             place.id,
             Some(absolute),
-            None,
+            false,
         ));
     }
     if !read_only {
@@ -495,13 +460,13 @@ fn from_file(file: &Path, read_only: bool) -> Result<Target> {
             },
         ));
     }
-    let staged = stage(&absolute, compression, &place)?;
+    let dir = dir.map_or_else(|| absolute.clone(), Path::to_path_buf);
     Ok(Target::jsonl(
-        staged.root().to_path_buf(),
+        dir,
         compression,
         place.id,
         Some(absolute),
-        Some(Arc::new(staged)),
+        true,
     ))
 }
 
@@ -510,23 +475,18 @@ pub(crate) fn header_id(header: &Value) -> Option<String> {
     header.get("id").and_then(Value::as_str).map(str::to_owned)
 }
 
-/// Reads the header record (the first line) of a log file without the store.
+/// Reads the header record (the first line) of a log file without the store: only up to its
+/// first newline, and at most [`MAX_RECORD_BYTES`] of it (a zstd header frame is decompressed
+/// as a stream, so an expansion bomb costs no more than that).
 pub(crate) fn read_header(file: &Path, compression: Compression) -> Result<Value> {
     let f = std::fs::File::open(file).map_err(|e| Error::io("open", file, &e))?;
     let mut line = Vec::new();
+    let limit = MAX_RECORD_BYTES + 1;
     let read = match compression {
-        Compression::None => BufReader::new(f).read_until(b'\n', &mut line),
-        Compression::Zstd => match zstd::stream::read::Decoder::new(f) {
-            Ok(decoder) => {
-                let mut decoder = decoder.single_frame();
-                let mut all = Vec::new();
-                decoder.read_to_end(&mut all).inspect(|_| {
-                    let end = all.iter().position(|b| *b == b'\n').unwrap_or(all.len());
-                    line.extend_from_slice(&all[..end]);
-                })
-            }
-            Err(e) => Err(e),
-        },
+        Compression::None => BufReader::new(f.take(limit)).read_until(b'\n', &mut line),
+        Compression::Zstd => zstd::stream::read::Decoder::new(f).and_then(|decoder| {
+            BufReader::new(decoder.single_frame().take(limit)).read_until(b'\n', &mut line)
+        }),
     };
     let location = || Location {
         file: Some(file.to_path_buf()),
@@ -540,6 +500,19 @@ pub(crate) fn read_header(file: &Path, compression: Compression) -> Result<Value
             location(),
         )
     })?;
+    if line.len() as u64 >= limit {
+        return Err(Error::failed_at(
+            format!(
+                "the header line of {} is longer than {MAX_RECORD_BYTES} bytes",
+                file.display()
+            ),
+            Some("the first line must be the session header record".into()),
+            location(),
+        ));
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
     let text = String::from_utf8_lossy(&line);
     Value::parse(text.trim_end()).map_err(|e| {
         Error::failed_at(
@@ -578,7 +551,9 @@ impl Backing {
     ) -> std::result::Result<Backing, session_persist::Error> {
         Ok(match at {
             StoreAt::Jsonl { root, compression } => Backing::Jsonl(Arc::new(JsonlBackend::open(
-                JsonlConfig::new(root).compression(*compression),
+                JsonlConfig::new(root)
+                    .compression(*compression)
+                    .allow_permissive_dirs(permissive_dirs_allowed()),
             )?)),
             StoreAt::Sqlite { path } => {
                 let config = SqliteConfig::new(path.to_string_lossy().into_owned());
@@ -598,6 +573,14 @@ impl Backing {
             Backing::Postgres(b) => b.clone(),
         }
     }
+}
+
+/// The single-threaded runtime a store runs on.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed(format!("cannot start the runtime: {e}"), None))
 }
 
 /// An open store: a runtime, its backend and the persistence service over it.
@@ -631,16 +614,27 @@ impl Store {
                 path.display()
             )));
         }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Error::failed(format!("cannot start the runtime: {e}"), None))?;
+        let rt = runtime()?;
+        let backing = Backing::open(at, &rt).map_err(|error| Error::Persist {
+            error: Box::new(error),
+            file: None,
+            store: at.clone(),
+        })?;
+        Store::with_backing(at, rt, backing, clock)
+    }
+
+    /// A store over an open backend.
+    fn with_backing(
+        at: &StoreAt,
+        rt: tokio::runtime::Runtime,
+        backing: Backing,
+        clock: session_core::SharedClock,
+    ) -> Result<Store> {
         let wrap = |error| Error::Persist {
             error: Box::new(error),
             file: None,
             store: at.clone(),
         };
-        let backing = Backing::open(at, &rt).map_err(wrap)?;
         let backend = backing.as_dyn();
         let sessions = SessionStore::new(clock);
         let persistence = Persistence::new(
@@ -662,9 +656,34 @@ impl Store {
         })
     }
 
-    /// Opens the store of a target.
+    /// Opens the store of a target: for a file outside its layout path, a read-only store on
+    /// that file, read in place.
     pub(crate) fn for_target(target: &Target) -> Result<Store> {
-        Store::open(&target.at)
+        match (&target.file, target.outside, target.at.compression()) {
+            (Some(file), true, Some(compression)) => Store::open_file(file, compression),
+            _ => Store::open(&target.at),
+        }
+    }
+
+    /// A read-only store on one log file, read in place.
+    pub(crate) fn open_file(file: &Path, compression: Compression) -> Result<Store> {
+        let dir = file.parent().unwrap_or(file).to_path_buf();
+        let at = StoreAt::Jsonl {
+            root: dir,
+            compression,
+        };
+        let backend =
+            JsonlBackend::open_file(file, compression).map_err(|error| Error::Persist {
+                error: Box::new(error),
+                file: Some(file.to_path_buf()),
+                store: at.clone(),
+            })?;
+        Store::with_backing(
+            &at,
+            runtime()?,
+            Backing::Jsonl(Arc::new(backend)),
+            system_clock(),
+        )
     }
 
     /// The JSONL backend, for a JSONL store.

@@ -121,6 +121,19 @@ pub enum Error {
         /// The artifact.
         path: PathBuf,
     },
+    /// `session directory "<path>" must not be group/world-writable (mode <octal>); …`: a JSONL
+    /// root or project directory that another local user could plant links in.
+    PermissiveDirectory {
+        /// The directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// `session log "<path>" is read in place outside a store layout; it cannot be written`.
+    ReadOnlyFile {
+        /// The log file.
+        path: PathBuf,
+    },
     /// `session artifact <json path> uses the unsupported flat-file layout; …`.
     FlatLayout {
         /// The flat file.
@@ -816,6 +829,18 @@ impl fmt::Display for Error {
             Error::InvalidRawHeader { path } => write!(
                 f,
                 "corrupt session log: invalid header line in \"{}\"",
+                path.display()
+            ),
+            Error::PermissiveDirectory { path, mode } => write!(
+                f,
+                "session directory \"{}\" must not be group/world-writable (mode {mode:04o}); \
+                 another user could plant a link in it (chmod go-w it, or allow permissive \
+                 directories explicitly)",
+                path.display()
+            ),
+            Error::ReadOnlyFile { path } => write!(
+                f,
+                "session log \"{}\" is read in place outside a store layout; it cannot be written",
                 path.display()
             ),
             Error::FlatLayout { path } => write!(

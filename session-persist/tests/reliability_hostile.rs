@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use common::{TempDir, ev, rt};
 use session_core::SessionHeader;
+use session_persist::jsonl::{MAX_RECORD_BYTES, PlaintextLimit, PlaintextLimitKind};
 use session_persist::{Backend, Compression, Error, JsonlBackend, JsonlConfig};
 
 const CHILD: &str = "REL_HOSTILE_CHILD";
@@ -249,6 +250,109 @@ fn a_zstd_frame_declaring_a_huge_content_size_is_not_preallocated() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// A real Zstandard frame that expands to `blocks` × 128 KiB of `byte` from about 4 bytes a
+/// block: a raw block holding `prefix`, then RLE blocks (what libzstd itself emits for a run of
+/// one byte), without a content size or checksum. With `complete` false the last block is not
+/// marked last, so the frame is torn at the end of the file.
+fn rle_bomb(prefix: &[u8], byte: u8, blocks: u32, complete: bool) -> Vec<u8> {
+    const BLOCK: u32 = 128 * 1024;
+    // Magic; descriptor 0 (window byte, no content size, no checksum); window 2^20.
+    let mut out = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x50];
+    let raw = u32::try_from(prefix.len()).unwrap() << 3;
+    out.extend_from_slice(&raw.to_le_bytes()[..3]);
+    out.extend_from_slice(prefix);
+    for i in 0..blocks {
+        let last = u32::from(complete && i + 1 == blocks);
+        let header = (BLOCK << 3) | (1 << 1) | last; // RLE block of 128 KiB
+        out.extend_from_slice(&header.to_le_bytes()[..3]);
+        out.push(byte);
+    }
+    out
+}
+
+/// The limit a load error names, when it is a frame error whose source is a [`PlaintextLimit`].
+fn limit_of(e: &Error) -> Option<(u64, PlaintextLimit)> {
+    match e {
+        Error::ZstdFrame { offset, source } => source
+            .get_ref()
+            .and_then(|s| s.downcast_ref::<PlaintextLimit>())
+            .map(|l| (*offset, *l)),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_zstd_expansion_bomb_is_refused_naming_its_frame_with_bounded_memory() {
+    const NAME: &str = "a_zstd_expansion_bomb_is_refused_naming_its_frame_with_bounded_memory";
+    const GIB3_BLOCKS: u32 = 3 * 8 * 1024; // 3 GiB in 128 KiB blocks
+    if !in_child(NAME) {
+        return;
+    }
+    let bomb = rle_bomb(b"", 0, GIB3_BLOCKS, true);
+    assert!(bomb.len() < 100_000, "the bomb is {} bytes", bomb.len());
+    // It is a genuine frame: libzstd's own streaming decoder expands it to zeros.
+    {
+        use std::io::Read as _;
+        let mut head = vec![1u8; 1 << 20];
+        zstd::stream::read::Decoder::new(&bomb[..])
+            .unwrap()
+            .read_exact(&mut head)
+            .unwrap();
+        assert!(head.iter().all(|b| *b == 0));
+    }
+    let tmp = TempDir::new("hostile-expansion-bomb");
+    let backend = open(&tmp.root(), Compression::Zstd);
+    let path = publish(&backend, "s");
+    let frame_at = std::fs::metadata(&path).unwrap().len();
+    append_bytes(&path, &bomb);
+    let torn_path = publish(&backend, "torn");
+    let torn_at = std::fs::metadata(&torn_path).unwrap().len();
+    // A torn final frame whose complete blocks expand to 3 GiB of one unterminated string.
+    let prefix = br#"{"type":"user/note","seq":2,"time":0,"data":{"text":""#;
+    append_bytes(&torn_path, &rle_bomb(prefix, b'a', GIB3_BLOCKS, false));
+    // A header frame that expands to 3 GiB of one unterminated header record, in a root of its
+    // own (listing reads every header).
+    let headers = TempDir::new("hostile-header-bomb");
+    let header_backend = open(&headers.root(), Compression::Zstd);
+    let header_path = publish(&header_backend, "h");
+    let prefix = br#"{"type":"session","version":0,"id":"h","createdAt":1,"x":""#;
+    std::fs::write(&header_path, rle_bomb(prefix, b'a', GIB3_BLOCKS, true)).unwrap();
+
+    let before = vm_hwm_kib();
+    let loaded = load(&backend, "s").unwrap_err();
+    let raw = rt().block_on(backend.read_raw("s")).unwrap_err();
+    let torn = load(&backend, "torn").unwrap_err();
+    let listed = rt().block_on(header_backend.list()).unwrap_err();
+    let grown = vm_hwm_kib().saturating_sub(before);
+    eprintln!("3 GiB expansion bombs: peak grew by {grown} KiB; {loaded}: {loaded:?}");
+    let record = PlaintextLimit {
+        kind: PlaintextLimitKind::Record,
+        limit: MAX_RECORD_BYTES,
+    };
+    assert_eq!(limit_of(&loaded), Some((frame_at, record)), "{loaded:?}");
+    assert_eq!(limit_of(&raw), Some((frame_at, record)), "{raw:?}");
+    assert_eq!(limit_of(&torn), Some((torn_at, record)), "{torn:?}");
+    match &listed {
+        Error::ZstdHeaderFrame { source } => assert_eq!(
+            source
+                .get_ref()
+                .and_then(|s| s.downcast_ref::<PlaintextLimit>()),
+            Some(&record)
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        loaded.to_string(),
+        format!("corrupt Zstandard session log: frame at byte {frame_at} failed validation")
+    );
+    // At most one record's limit is buffered, never the frame's 3 GiB.
+    let limit_kib = MAX_RECORD_BYTES / 1024;
+    assert!(
+        grown < limit_kib + 128 * 1024,
+        "peak grew by {grown} KiB (record limit {limit_kib} KiB)"
+    );
 }
 
 // ---- A very long line ----

@@ -242,3 +242,174 @@ async fn a_redactor_that_changes_the_envelope_is_refused_and_writes_nothing() {
         "redaction of event 0 of session \"x\" changed its surfaceOp"
     );
 }
+
+/// A fresh directory under the system temporary directory (mode 0755 with the usual umask),
+/// removed on drop.
+#[cfg(unix)]
+struct Scratch(std::path::PathBuf);
+
+#[cfg(unix)]
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("persist-perm-{}-{n}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(unix)]
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[cfg(unix)]
+fn refused_dir(e: &Error) -> Option<(std::path::PathBuf, u32)> {
+    match e {
+        Error::PermissiveDirectory { path, mode } => Some((path.clone(), *mode)),
+        _ => None,
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_group_or_world_writable_root_or_project_directory_is_refused_naming_path_and_mode() {
+    use session_persist::Backend;
+    let scratch = Scratch::new("permissive");
+    let root = scratch.0.join("root");
+    let config = || JsonlConfig::new(&root);
+    let backend = JsonlBackend::open(config()).unwrap();
+    let events = turn_events(0, 1);
+    backend
+        .append_batch(&meta("s"), &events, false)
+        .await
+        .unwrap();
+    let project = backend.log_path(&meta("s")).unwrap();
+    let project = project.parent().unwrap().parent().unwrap().to_path_buf();
+    for (dir, bits) in [
+        (&root, 0o777),
+        (&root, 0o770),
+        (&project, 0o777),
+        (&project, 0o1777),
+        (&project, 0o720),
+    ] {
+        chmod(dir, bits);
+        let want = Some((dir.clone(), bits));
+        if *dir == root {
+            let opened = JsonlBackend::open(config()).unwrap_err();
+            assert_eq!(refused_dir(&opened), want);
+            assert_eq!(
+                opened.to_string(),
+                format!(
+                    "session directory \"{}\" must not be group/world-writable (mode {bits:04o}); another user could plant a link in it (chmod go-w it, or allow permissive directories explicitly)",
+                    root.display()
+                )
+            );
+        }
+        // An open backend refuses every access through the directory.
+        assert_eq!(
+            refused_dir(&backend.load_stored("s").await.unwrap_err()),
+            want
+        );
+        assert_eq!(refused_dir(&backend.list().await.unwrap_err()), want);
+        assert_eq!(refused_dir(&backend.read_raw("s").await.unwrap_err()), want);
+        let fresh = JsonlBackend::open(config().allow_permissive_dirs(false));
+        if let Ok(fresh) = fresh {
+            let published = fresh
+                .append_batch(&meta("t"), &events, false)
+                .await
+                .unwrap_err();
+            assert_eq!(refused_dir(&published), want);
+            assert!(fresh.log_path(&meta("t")).is_ok_and(|p| !p.exists()));
+        }
+        // The opt-out.
+        let allowed = JsonlBackend::open(config().allow_permissive_dirs(true)).unwrap();
+        assert_eq!(
+            allowed
+                .load_stored("s")
+                .await
+                .unwrap()
+                .unwrap()
+                .events
+                .len(),
+            events.len()
+        );
+        assert_eq!(allowed.list().await.unwrap().len(), 1);
+        chmod(dir, 0o700);
+    }
+    assert!(backend.load_stored("s").await.unwrap().is_some());
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_log_read_in_place_outside_a_layout_is_never_written() {
+    use session_persist::{Backend, TornMarker};
+    let scratch = Scratch::new("in-place");
+    let root = scratch.0.join("root");
+    let backend = JsonlBackend::open(JsonlConfig::new(&root)).unwrap();
+    let events = turn_events(0, 1);
+    backend
+        .append_batch(&meta("s"), &events, false)
+        .await
+        .unwrap();
+    let elsewhere = scratch.0.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    chmod(&elsewhere, 0o777);
+    let file = elsewhere.join("session.jsonl.zstd");
+    std::fs::copy(backend.log_path(&meta("s")).unwrap(), &file).unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+
+    let in_place = JsonlBackend::open_file(&file, Compression::Zstd).unwrap();
+    let stored = in_place.load_stored("s").await.unwrap().unwrap();
+    assert_eq!(stored.events.len(), events.len());
+    assert_eq!(in_place.log_path(&meta("s")).unwrap(), file);
+    assert_eq!(in_place.list().await.unwrap().len(), 1);
+    assert!(in_place.read_raw("s").await.unwrap().is_some());
+    assert!(matches!(
+        in_place.load_stored("other").await.unwrap_err(),
+        Error::IdentityMismatch { .. }
+    ));
+    let more = turn_events(events.len() as u64, 2);
+    let refused = [
+        in_place
+            .append_batch(&meta("s"), &more, true)
+            .await
+            .unwrap_err(),
+        in_place
+            .commit_repair(
+                &meta("s"),
+                Some(TornMarker::Truncate {
+                    truncate_to: 1,
+                    recovered: Vec::new(),
+                }),
+                &[],
+            )
+            .await
+            .unwrap_err(),
+        in_place.seal("s").await.unwrap_err(),
+    ];
+    for e in refused {
+        assert!(
+            matches!(&e, Error::ReadOnlyFile { path } if *path == file),
+            "{e:?}"
+        );
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
+    let names: Vec<_> = std::fs::read_dir(&elsewhere)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["session.jsonl.zstd"]);
+    chmod(&elsewhere, 0o700);
+}

@@ -8,6 +8,7 @@ use std::io;
 
 use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, InBuffer, OutBuffer, ResetDirective};
 
+use super::scanner::rfind_newline;
 use crate::error::{Error, Result, ZstdStructureError};
 
 /// The Zstandard frame magic, `28 B5 2F FD` on disk.
@@ -18,6 +19,128 @@ pub const ZSTD_LEVEL: i32 = 3;
 
 /// Size of the reused decoder output buffer.
 const DECODE_CHUNK: usize = 1 << 20;
+
+/// The most plaintext one frame may decompress to: 2 GiB. The reference writes one frame per
+/// durable batch and builds a batch as one JavaScript string, which V8 caps at 2^29 - 24 UTF-16
+/// units, so at most 3 * (2^29 - 24) bytes (about 1.5 GiB) of UTF-8; a frame that expands
+/// further is refused with [`Error::ZstdFrame`] naming its byte offset (its source is a
+/// [`PlaintextLimit`]). Frames are decoded in bounded pieces, never into a buffer of their
+/// declared size, so this limit bounds the work, not the memory, of a read.
+pub const MAX_FRAME_PLAINTEXT_BYTES: u64 = 2 << 30;
+
+/// The most bytes one record (one line, without its newline) may hold in a Zstandard log:
+/// 512 MiB. A record is one `JSON.stringify` result in the reference, a JavaScript string of at
+/// most 2^29 - 24 UTF-16 units, so every ASCII record the reference can write fits. A longer
+/// line (for example a frame of zeros, which never ends a line) is refused with
+/// [`Error::ZstdFrame`] naming the offset of the frame that exceeds the limit, before more
+/// than this much of it is buffered: this bounds the memory a hostile frame can take.
+pub const MAX_RECORD_BYTES: u64 = 512 << 20;
+
+/// Which decompression limit a frame exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlaintextLimitKind {
+    /// [`MAX_FRAME_PLAINTEXT_BYTES`]: the plaintext of one frame.
+    Frame,
+    /// [`MAX_RECORD_BYTES`]: one record (line).
+    Record,
+}
+
+/// The source of an [`Error::ZstdFrame`] for a frame that decompresses beyond a limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlaintextLimit {
+    /// Which limit.
+    pub kind: PlaintextLimitKind,
+    /// The limit, in bytes.
+    pub limit: u64,
+}
+
+impl std::fmt::Display for PlaintextLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            PlaintextLimitKind::Frame => write!(
+                f,
+                "the frame decompresses to more than {} bytes (MAX_FRAME_PLAINTEXT_BYTES)",
+                self.limit
+            ),
+            PlaintextLimitKind::Record => write!(
+                f,
+                "a record decompresses to more than {} bytes without a newline (MAX_RECORD_BYTES)",
+                self.limit
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PlaintextLimit {}
+
+/// Counts decompressed plaintext against [`MAX_FRAME_PLAINTEXT_BYTES`] (per frame) and
+/// [`MAX_RECORD_BYTES`] (the open record, across frames), so that a reader refuses an
+/// expansion bomb before buffering more than one record's limit of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlainBudget {
+    frame: u64,
+    record: u64,
+    max_frame: u64,
+    max_record: u64,
+}
+
+impl Default for PlainBudget {
+    fn default() -> PlainBudget {
+        PlainBudget::new(MAX_FRAME_PLAINTEXT_BYTES, MAX_RECORD_BYTES)
+    }
+}
+
+impl PlainBudget {
+    /// A budget with the given limits.
+    pub(crate) fn new(max_frame: u64, max_record: u64) -> PlainBudget {
+        PlainBudget {
+            frame: 0,
+            record: 0,
+            max_frame,
+            max_record,
+        }
+    }
+
+    /// A new frame starts (the open record continues).
+    pub(crate) fn start_frame(&mut self) {
+        self.frame = 0;
+    }
+
+    /// Counts `piece`, the next plaintext of the frame at byte `offset`.
+    pub(crate) fn feed(&mut self, piece: &[u8], offset: usize) -> Result<()> {
+        let len = piece.len() as u64;
+        self.frame = self.frame.saturating_add(len);
+        self.record = match rfind_newline(piece) {
+            Some(nl) => (piece.len() - nl - 1) as u64,
+            None => self.record.saturating_add(len),
+        };
+        let exceeded = if self.frame > self.max_frame {
+            Some(PlaintextLimit {
+                kind: PlaintextLimitKind::Frame,
+                limit: self.max_frame,
+            })
+        } else if self.record > self.max_record {
+            Some(PlaintextLimit {
+                kind: PlaintextLimitKind::Record,
+                limit: self.max_record,
+            })
+        } else {
+            None
+        };
+        match exceeded {
+            Some(limit) => Err(Error::ZstdFrame {
+                offset: offset as u64,
+                source: io::Error::new(io::ErrorKind::InvalidData, limit),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The largest plaintext bound of a frame that is decoded in one piece, on any thread: larger
+/// frames (and frames whose bound is unknown) are streamed into the scanner in
+/// [`DECODE_CHUNK`] pieces, in file order, under a [`PlainBudget`].
+pub(crate) const MAX_BUFFERED_FRAME_PLAIN: usize = 4 << 20;
 
 /// The byte range `[start, end)` of one complete frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,7 +380,7 @@ impl FrameDecoder {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let len = out.len();
-        if let Some(bound) = info.max_plain {
+        if let Some(bound) = info.max_plain.filter(|b| *b <= MAX_BUFFERED_FRAME_PLAIN) {
             out.reserve(bound);
             let mut cursor = io::Cursor::new(&mut *out);
             cursor.set_position(len as u64);
@@ -272,34 +395,46 @@ impl FrameDecoder {
         })
     }
 
-    /// Decodes one complete frame into a buffer.
+    /// Decodes one complete frame that holds one record (a header frame) into a buffer, under
+    /// a fresh [`PlainBudget`]: a frame that expands beyond [`MAX_RECORD_BYTES`] without a
+    /// newline is refused before more is buffered.
     pub(crate) fn decode_frame_to_vec(&mut self, frame: &[u8], offset: usize) -> Result<Vec<u8>> {
         let mut out = Vec::new();
+        let mut budget = PlainBudget::default();
         self.decode_frame(frame, offset, |chunk| {
+            budget.feed(chunk, offset)?;
             out.extend_from_slice(chunk);
             Ok(())
         })?;
         Ok(out)
     }
 
-    /// Prefix-decodes a torn final frame: the plaintext its complete blocks produce, without the
-    /// end-of-frame and checksum checks. A decoder error yields empty plaintext, as in the
-    /// reference.
-    pub(crate) fn decode_torn(&mut self, torn: &[u8]) -> Vec<u8> {
+    /// Prefix-decodes a torn final frame starting at byte `offset`: the plaintext its complete
+    /// blocks produce, without the end-of-frame and checksum checks. A decoder error yields
+    /// empty plaintext, as in the reference. The plaintext counts against `budget` (which
+    /// carries the open record of the frames before); exceeding it is an error.
+    pub(crate) fn decode_torn(
+        &mut self,
+        torn: &[u8],
+        offset: usize,
+        budget: &mut PlainBudget,
+    ) -> Result<Vec<u8>> {
         if self.ctx.reset(ResetDirective::SessionOnly).is_err() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
+        budget.start_frame();
         let mut plain = Vec::new();
         let mut input = InBuffer::around(torn);
         loop {
             let mut output = OutBuffer::around(&mut self.out[..]);
             let Ok(hint) = self.ctx.decompress_stream(&mut output, &mut input) else {
-                return Vec::new();
+                return Ok(Vec::new());
             };
             let produced = output.pos();
+            budget.feed(&self.out[..produced], offset)?;
             plain.extend_from_slice(&self.out[..produced]);
             if hint == 0 || (input.pos() == torn.len() && produced < self.out.len()) {
-                return plain;
+                return Ok(plain);
             }
         }
     }
@@ -549,11 +684,68 @@ mod tests {
         // Missing its last checksum byte: torn at 0, yet the whole content decodes.
         let cut = &f[..f.len() - 1];
         assert_eq!(scan_zstd_frames(cut, None).unwrap().torn_start, Some(0));
-        assert_eq!(dec.decode_torn(cut), b"{\"a\":1}\n{\"b\":2}\n");
+        let mut budget = PlainBudget::default();
+        assert_eq!(
+            dec.decode_torn(cut, 0, &mut budget).unwrap(),
+            b"{\"a\":1}\n{\"b\":2}\n"
+        );
         // A stub of the magic decodes to nothing.
-        assert_eq!(dec.decode_torn(&f[..2]), b"");
+        assert_eq!(dec.decode_torn(&f[..2], 0, &mut budget).unwrap(), b"");
         // Garbage decodes to nothing instead of failing.
-        assert_eq!(dec.decode_torn(&[0x28, 0xB5, 0x2F, 0xFD, 0x18, 1, 2]), b"");
+        assert_eq!(
+            dec.decode_torn(&[0x28, 0xB5, 0x2F, 0xFD, 0x18, 1, 2], 0, &mut budget)
+                .unwrap(),
+            b""
+        );
+    }
+
+    // Decompression limits: per frame, and per record across pieces and frames.
+    #[test]
+    fn the_plain_budget_refuses_long_frames_and_records_naming_the_frame() {
+        let limit_at = |r: Result<()>| match r {
+            Err(Error::ZstdFrame { offset, source }) => source
+                .get_ref()
+                .and_then(|s| s.downcast_ref::<PlaintextLimit>())
+                .map(|l| (offset, l.kind)),
+            _ => None,
+        };
+        let mut b = PlainBudget::new(10, 4);
+        assert!(b.feed(b"ab\ncd", 0).is_ok());
+        // The open record "cd" continues into the next frame: 2 + 3 > 4.
+        b.start_frame();
+        assert_eq!(
+            limit_at(b.feed(b"efg", 7)),
+            Some((7, PlaintextLimitKind::Record))
+        );
+        let mut b = PlainBudget::new(10, 4);
+        assert!(b.feed(b"abc\nabc\n", 0).is_ok());
+        assert_eq!(
+            limit_at(b.feed(b"ab\n", 3)),
+            Some((3, PlaintextLimitKind::Frame))
+        );
+        // A new frame starts its own count.
+        b.start_frame();
+        assert!(b.feed(b"abc\nabc\n", 9).is_ok());
+        // A torn frame is bounded too.
+        let plain = "x".repeat(DECODE_CHUNK * 3);
+        let f = frame(&plain);
+        let mut dec = FrameDecoder::new();
+        let mut small = PlainBudget::new(u64::MAX, DECODE_CHUNK as u64);
+        assert_eq!(
+            limit_at(
+                dec.decode_torn(&f[..f.len() - 1], 5, &mut small)
+                    .map(|_| ())
+            ),
+            Some((5, PlaintextLimitKind::Record))
+        );
+        assert_eq!(
+            PlaintextLimit {
+                kind: PlaintextLimitKind::Record,
+                limit: MAX_RECORD_BYTES
+            }
+            .to_string(),
+            "a record decompresses to more than 536870912 bytes without a newline (MAX_RECORD_BYTES)"
+        );
     }
 
     #[test]

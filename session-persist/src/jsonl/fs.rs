@@ -110,6 +110,11 @@ pub trait Fs: Send + Sync {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         fs::rename(from, to)
     }
+    /// The permission bits (`st_mode & 0o7777`) of `path`, links followed. The default goes to
+    /// the real file system.
+    fn mode(&self, path: &Path) -> io::Result<u32> {
+        Ok(fs::metadata(path)?.mode() & 0o7777)
+    }
 }
 
 /// [`Fs`] over the real file system.

@@ -47,6 +47,13 @@
 //! on [`Backend::load_stored`]. Plain logs tolerate any damage after the last `turn/end`;
 //! Zstandard logs tolerate only a torn final frame, whose complete records are recovered.
 //!
+//! Decompression is bounded: a frame may expand to at most [`MAX_FRAME_PLAINTEXT_BYTES`] and
+//! a record (line) to at most [`MAX_RECORD_BYTES`]; a frame beyond either is refused with
+//! [`Error::ZstdFrame`] naming its byte offset (its source is a [`PlaintextLimit`]). Frames are
+//! never decoded into a buffer of their declared size: a frame whose plaintext bound exceeds
+//! 4 MiB is streamed into the scanner in 1 MiB pieces, so a hostile frame costs at most one
+//! record's limit of memory.
+//!
 //! All blocking file-system work runs on tokio's blocking pool, through the [`fs::Fs`] seam.
 
 pub mod fs;
@@ -72,7 +79,10 @@ use async_trait::async_trait;
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
 
-pub use frames::{FrameRange, FrameScan, ZSTD_LEVEL, ZSTD_MAGIC, scan_zstd_frames};
+pub use frames::{
+    FrameRange, FrameScan, MAX_FRAME_PLAINTEXT_BYTES, MAX_RECORD_BYTES, PlaintextLimit,
+    PlaintextLimitKind, ZSTD_LEVEL, ZSTD_MAGIC, scan_zstd_frames,
+};
 pub use header_line::to_header_line;
 pub use seal::SealReport;
 
@@ -128,6 +138,11 @@ pub struct JsonlConfig {
     /// Whether appends pack runs of chunk deltas into chunk rows (default `true`). Reading
     /// always decodes packed rows.
     pub pack_chunks: bool,
+    /// Whether a group- or world-writable root or project directory is accepted (default
+    /// `false`: it is refused with [`Error::PermissiveDirectory`], because another local user
+    /// could plant a link in it and redirect a session). There is no exception for the sticky
+    /// bit: a sticky world-writable root still lets anyone create a project directory in it.
+    pub allow_permissive_dirs: bool,
 }
 
 impl JsonlConfig {
@@ -137,7 +152,15 @@ impl JsonlConfig {
             root: root.into(),
             compression: Compression::Zstd,
             pack_chunks: true,
+            allow_permissive_dirs: false,
         }
+    }
+
+    /// With group- or world-writable root and project directories accepted (or refused).
+    #[must_use]
+    pub fn allow_permissive_dirs(mut self, allow: bool) -> JsonlConfig {
+        self.allow_permissive_dirs = allow;
+        self
     }
 
     /// With another encoding.
@@ -182,6 +205,9 @@ pub(crate) struct Inner {
     pub(crate) writers: Writers,
     /// Publications whose directory `fsync` failed (see `publication`).
     pub(crate) unsynced: publication::UnsyncedPublications,
+    pub(crate) allow_permissive_dirs: bool,
+    /// The one log file of a backend opened with [`JsonlBackend::open_file`].
+    pub(crate) file: Option<PathBuf>,
     preflight: Mutex<Preflight>,
     closed: AtomicBool,
 }
@@ -203,6 +229,31 @@ impl Inner {
         }
     }
 
+    /// Refuses a group- or world-writable directory (see
+    /// [`JsonlConfig::allow_permissive_dirs`]); a missing one is fine.
+    pub(crate) fn check_private_dir(&self, dir: &Path) -> Result<()> {
+        if self.allow_permissive_dirs {
+            return Ok(());
+        }
+        match self.fs.mode(dir) {
+            Ok(mode) if mode & 0o022 != 0 => Err(Error::PermissiveDirectory {
+                path: dir.to_path_buf(),
+                mode,
+            }),
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("stat", dir, e)),
+        }
+    }
+
+    /// Refuses writes to a file read in place.
+    fn check_writable(&self) -> Result<()> {
+        match &self.file {
+            Some(path) => Err(Error::ReadOnlyFile { path: path.clone() }),
+            None => Ok(()),
+        }
+    }
+
     /// The existence test of the reference: the file opens for reading.
     pub(crate) fn exists(&self, path: &Path) -> Result<bool> {
         match self.fs.open_read(path) {
@@ -221,14 +272,23 @@ impl Inner {
         }
     }
 
-    /// Every project directory (directory entries of the root; links are not followed).
+    /// Every project directory (directory entries of the root; links are not followed). The
+    /// root and every project directory must be private (see [`Inner::check_private_dir`]).
     pub(crate) fn project_dirs(&self) -> Result<Vec<PathBuf>> {
-        Ok(self
+        if self.file.is_some() {
+            return Ok(Vec::new());
+        }
+        self.check_private_dir(&self.root)?;
+        let dirs: Vec<PathBuf> = self
             .dir_entries(&self.root)?
             .into_iter()
             .filter(|e| e.is_dir)
             .map(|e| self.root.join(e.name))
-            .collect())
+            .collect();
+        for dir in &dirs {
+            self.check_private_dir(dir)?;
+        }
+        Ok(dirs)
     }
 
     /// The one-time scan of the root: a stray flat-file log directly in the root or in a
@@ -237,6 +297,9 @@ impl Inner {
     /// failures are not, so a transient error does not poison the instance.
     pub(crate) fn preflight(&self) -> Result<()> {
         self.check_open()?;
+        if self.file.is_some() {
+            return Ok(());
+        }
         let mut state = self
             .preflight
             .lock()
@@ -289,6 +352,9 @@ impl Inner {
 
     /// `findLog`: the log of `id` in any project directory.
     pub(crate) fn find_log(&self, id: &str) -> Result<Option<PathBuf>> {
+        if let Some(file) = &self.file {
+            return Ok(self.exists(file)?.then(|| file.clone()));
+        }
         let segment = encode_segment(id)?;
         let own = file_name(self.compression);
         let opposite = file_name(self.compression.opposite());
@@ -333,6 +399,10 @@ impl Inner {
                 requested: id.to_owned(),
                 header_id: hid.to_owned(),
             });
+        }
+        if self.file.is_some() {
+            // Read in place: the file is where it was named, not where its header points.
+            return Ok(());
         }
         let unnameable = || Error::UnnameableHeader {
             path: path.to_path_buf(),
@@ -441,6 +511,7 @@ impl Inner {
         materialized: bool,
     ) -> Result<()> {
         self.preflight()?;
+        self.check_writable()?;
         if events.is_empty() {
             return Ok(());
         }
@@ -451,9 +522,24 @@ impl Inner {
         }
     }
 
+    /// The listed sessions: every session under the root, or the one file read in place.
+    fn entries(&self) -> Result<Vec<(PathBuf, Result<ParsedHeader>)>> {
+        let Some(file) = &self.file else {
+            return self.list_entries();
+        };
+        self.check_open()?;
+        let mut decoder = frames::FrameDecoder::new();
+        let Some(line) = self.read_header_line(file, &mut decoder)? else {
+            return Ok(Vec::new());
+        };
+        Ok(parse_lenient(&String::from_utf8_lossy(&line))?
+            .map(|header| vec![(file.clone(), Ok(header))])
+            .unwrap_or_default())
+    }
+
     fn list_snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
         let mut out = Vec::new();
-        for (path, header) in self.list_entries()? {
+        for (path, header) in self.entries()? {
             let Ok(header) = header else {
                 continue;
             };
@@ -530,6 +616,7 @@ impl JsonlBackend {
             root,
             compression,
             pack_chunks,
+            allow_permissive_dirs,
         } = config;
         let root = resolve_root(&root).map_err(|e| Error::io("resolve", &root, e))?;
         match fs.read_dir(&root) {
@@ -545,10 +632,43 @@ impl JsonlBackend {
             fs,
             writers: Writers::default(),
             unsynced: publication::UnsyncedPublications::default(),
+            allow_permissive_dirs,
+            file: None,
             preflight: Mutex::new(Preflight::Pending),
             closed: AtomicBool::new(false),
         };
+        inner.check_private_dir(&inner.root)?;
         inner.remove_stale_temps();
+        Ok(JsonlBackend {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Opens a read-only backend over one log file where it is, outside any store layout (a
+    /// copy, a download): the file is the backend's only session, whatever its header's cwd
+    /// names. Loads, inspections, raw reads, revisions and listing read the file in place (the
+    /// header id must still be the requested id); appends, repairs and seals are refused with
+    /// [`Error::ReadOnlyFile`]. Nothing is created, linked or copied. The root reported is the
+    /// file's directory.
+    pub fn open_file(path: impl Into<PathBuf>, compression: Compression) -> Result<JsonlBackend> {
+        let path = path.into();
+        let file = resolve_root(&path).map_err(|e| Error::io("resolve", &path, e))?;
+        let root = file
+            .parent()
+            .map_or_else(|| file.clone(), Path::to_path_buf);
+        let inner = Inner {
+            name: JSONL_BACKEND_NAME.to_owned(),
+            root,
+            compression,
+            pack_chunks: true,
+            fs: Arc::new(RealFs),
+            writers: Writers::default(),
+            unsynced: publication::UnsyncedPublications::default(),
+            allow_permissive_dirs: true,
+            file: Some(file),
+            preflight: Mutex::new(Preflight::Passed),
+            closed: AtomicBool::new(false),
+        };
         Ok(JsonlBackend {
             inner: Arc::new(inner),
         })
@@ -569,9 +689,12 @@ impl JsonlBackend {
         self.inner.pack_chunks
     }
 
-    /// The log path of `meta` (it may not exist yet).
+    /// The log path of `meta` (it may not exist yet); for a backend over one file, that file.
     pub fn log_path(&self, meta: &SessionHeader) -> Result<PathBuf> {
-        self.inner.path_for(meta)
+        match &self.inner.file {
+            Some(file) => Ok(file.clone()),
+            None => self.inner.path_for(meta),
+        }
     }
 
     /// Seals the log of `id`: rewrites a Zstandard log into its header frame (unchanged) and
@@ -583,7 +706,11 @@ impl JsonlBackend {
     /// the directory is synced.
     pub async fn seal(&self, id: &str) -> Result<SealReport> {
         let id = id.to_owned();
-        self.run(move |i| i.seal(&id)).await
+        self.run(move |i| {
+            i.check_writable()?;
+            i.seal(&id)
+        })
+        .await
     }
 
     async fn run<T, F>(&self, f: F) -> Result<T>
@@ -647,6 +774,7 @@ impl Backend for JsonlBackend {
         let closers = closers.to_vec();
         self.run(move |i| {
             i.preflight()?;
+            i.check_writable()?;
             i.commit_repair(&meta, torn, &closers)
         })
         .await
@@ -655,7 +783,7 @@ impl Backend for JsonlBackend {
     async fn list(&self) -> Result<Vec<SessionHeader>> {
         self.run(|i| {
             let mut out = Vec::new();
-            for (_, header) in i.list_entries()? {
+            for (_, header) in i.entries()? {
                 match header {
                     Ok(h) => out.push(h.meta),
                     // As the reference's listing: a header that does not belong at its path
@@ -671,7 +799,7 @@ impl Backend for JsonlBackend {
 
     async fn list_entries(&self) -> Result<Vec<ListedSession>> {
         self.run(|i| {
-            Ok(i.list_entries()?
+            Ok(i.entries()?
                 .into_iter()
                 .map(|(path, header)| ListedSession {
                     location: Some(Location::jsonl(path)),
@@ -687,7 +815,7 @@ impl Backend for JsonlBackend {
     }
 
     fn locate(&self, meta: &SessionHeader) -> Option<Location> {
-        self.inner.path_for(meta).ok().map(Location::jsonl)
+        self.log_path(meta).ok().map(Location::jsonl)
     }
 
     fn supports_raw_artifacts(&self) -> bool {

@@ -29,7 +29,9 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use session_core::Event;
 use session_core::chunk_rows::StorageDecoder;
 
-use super::frames::{FrameDecoder, FrameInfo, scan_frames, scan_zstd_frames};
+use super::frames::{
+    FrameDecoder, FrameInfo, MAX_BUFFERED_FRAME_PLAIN, PlainBudget, scan_frames, scan_zstd_frames,
+};
 use super::fs::{Fs, FsFile, Stat, read_to_end};
 use super::header_line::ParsedHeader;
 use super::scanner::{DecodedLines, SessionLogScanner, decode_lines, find_newline, rfind_newline};
@@ -143,21 +145,47 @@ fn is_one_line(plain: &[u8]) -> bool {
 }
 
 /// The logical text of a Zstandard log: the plaintext of its complete frames (a torn final
-/// frame is omitted).
+/// frame is omitted), under the decompression limits ([`PlainBudget`]).
 pub(crate) fn zstd_text(buf: &[u8]) -> Result<Vec<u8>> {
     let scan = scan_zstd_frames(buf, None)?;
     if scan.frames.is_empty() {
         return Err(Error::EmptyLog { zstd: true });
     }
     let mut decoder = FrameDecoder::new();
+    let mut budget = PlainBudget::default();
     let mut out = Vec::new();
     for frame in &scan.frames {
+        budget.start_frame();
         decoder.decode_frame(&buf[frame.start..frame.end], frame.start, |chunk| {
+            budget.feed(chunk, frame.start)?;
             out.extend_from_slice(chunk);
             Ok(())
         })?;
     }
     Ok(out)
+}
+
+/// The most plaintext a decoding thread buffers for one job: once a job's frames have produced
+/// this much, its remaining frames are handed back undecoded and streamed into the scanner in
+/// file order (a job of ordinary frames, about 256 KiB compressed, stays far below it).
+const JOB_PLAIN_BUDGET: usize = 4 << 20;
+
+/// Whether a frame is decoded in one piece by a worker (its plaintext bound is known and small);
+/// other frames are streamed into the scanner in file order.
+fn is_small(frame: &FrameInfo) -> bool {
+    frame
+        .max_plain
+        .is_some_and(|bound| bound <= MAX_BUFFERED_FRAME_PLAIN)
+}
+
+/// How many of `frames` one job takes: a frame that is not small alone, else the run of small
+/// frames before the next one that is not.
+fn job_frames(frames: &[FrameInfo]) -> usize {
+    match frames.iter().position(|f| !is_small(f)) {
+        Some(0) => 1,
+        Some(n) => n,
+        None => frames.len(),
+    }
 }
 
 // ---- the pipeline ----
@@ -291,7 +319,8 @@ impl<'a> Input<'a> {
     ) -> std::result::Result<Option<FrameRun>, Failure> {
         self.fill_block()?;
         loop {
-            let (frames, _) = scan_frames(&self.buf, self.base, max_frames)?;
+            let (mut frames, _) = scan_frames(&self.buf, self.base, max_frames)?;
+            frames.truncate(job_frames(&frames));
             if let Some(last) = frames.last() {
                 let bytes = self.take(last.end - self.base);
                 return Ok(Some((bytes, frames)));
@@ -336,8 +365,11 @@ impl<'a> Input<'a> {
 enum Job {
     /// Complete plain lines (or the final fragment).
     Text(Vec<u8>),
-    /// Complete frames: their bytes (from the first frame's offset) and the frames.
+    /// Complete small frames: their bytes (from the first frame's offset) and the frames.
     Frames(Vec<u8>, Vec<FrameInfo>),
+    /// One frame that is not small: streamed into the scanner by the applying thread, in file
+    /// order, never buffered whole.
+    Stream(Vec<u8>, FrameInfo),
 }
 
 /// A decoded job.
@@ -348,6 +380,12 @@ struct Done {
     lines: DecodedLines,
     /// A frame that failed to decode, after the plaintext before it.
     error: Option<Error>,
+    /// For each frame decoded: its byte offset in the file and where its plaintext ends in
+    /// `plain`.
+    frame_ends: Vec<(usize, usize)>,
+    /// Frames left undecoded once the job's plaintext reached [`JOB_PLAIN_BUDGET`], with the
+    /// job's bytes (from its first frame's offset): streamed by the applying thread.
+    rest: Option<(Vec<u8>, usize, Vec<FrameInfo>)>,
 }
 
 /// The per-thread decoding state: one decompression context and one line decoder.
@@ -364,6 +402,17 @@ impl Worker {
                 lines: decode_lines(&plain, &mut self.lines),
                 plain,
                 error: None,
+                frame_ends: Vec::new(),
+                rest: None,
+            },
+            Job::Stream(..) => Done {
+                plain: Vec::new(),
+                lines: DecodedLines::default(),
+                error: Some(Error::Task {
+                    message: "a streamed frame was handed to a decoding thread".to_owned(),
+                }),
+                frame_ends: Vec::new(),
+                rest: None,
             },
             Job::Frames(bytes, frames) => {
                 let decoder = self.frames.get_or_insert_with(FrameDecoder::new);
@@ -371,17 +420,29 @@ impl Worker {
                 // Room for the usual compression ratio, so that the buffer rarely grows.
                 let mut plain = Vec::with_capacity(bytes.len() * 3 + (128 << 10));
                 let mut error = None;
-                for f in frames {
+                let mut frame_ends = Vec::with_capacity(frames.len());
+                let mut decoded = 0;
+                for &f in &frames {
+                    if plain.len() >= JOB_PLAIN_BUDGET {
+                        break;
+                    }
                     let frame = &bytes[f.start - base..f.end - base];
-                    if let Err(e) = decoder.decode_frame_append(frame, f, &mut plain) {
+                    let result = decoder.decode_frame_append(frame, f, &mut plain);
+                    frame_ends.push((f.start, plain.len()));
+                    decoded += 1;
+                    if let Err(e) = result {
                         error = Some(e);
                         break;
                     }
                 }
+                let rest = (error.is_none() && decoded < frames.len())
+                    .then(|| (bytes, base, frames[decoded..].to_vec()));
                 Done {
                     lines: decode_lines(&plain, &mut self.lines),
                     plain,
                     error,
+                    frame_ends,
+                    rest,
                 }
             }
         }
@@ -398,6 +459,8 @@ impl Worker {
                 error: Some(Error::Task {
                     message: "a log decoding thread panicked".to_owned(),
                 }),
+                frame_ends: Vec::new(),
+                rest: None,
             }
         })
     }
@@ -496,6 +559,22 @@ fn run_jobs(
     })
 }
 
+/// Streams one complete frame into the scanner in pieces, under the decompression budget.
+fn stream_frame(
+    own: &mut Worker,
+    scanner: &mut SessionLogScanner,
+    budget: &mut PlainBudget,
+    frame: &[u8],
+    info: FrameInfo,
+) -> Result<()> {
+    let decoder = own.frames.get_or_insert_with(FrameDecoder::new);
+    budget.start_frame();
+    decoder.decode_frame(frame, info.start, |piece| {
+        budget.feed(piece, info.start)?;
+        scanner.write(piece)
+    })
+}
+
 fn apply_jobs(
     next_job: &mut dyn FnMut() -> std::result::Result<Option<Job>, Failure>,
     scanner: &mut SessionLogScanner,
@@ -508,9 +587,16 @@ fn apply_jobs(
     let mut done: BTreeMap<usize, Done> = BTreeMap::new();
     let (mut cut, mut applied) = (0usize, 0usize);
     let mut more = true;
+    // A frame to stream once every job before it is applied; no job is cut after it until then.
+    let mut held: Option<(usize, Vec<u8>, FrameInfo)> = None;
+    let mut budget = PlainBudget::default();
     loop {
-        while more && cut - applied < tuning.in_flight.max(1) {
+        while more && held.is_none() && cut - applied < tuning.in_flight.max(1) {
             match next_job()? {
+                Some(Job::Stream(bytes, info)) => {
+                    held = Some((cut, bytes, info));
+                    cut += 1;
+                }
                 Some(job) if workers == 0 => {
                     done.insert(cut, own.run_caught(job));
                     cut += 1;
@@ -524,6 +610,14 @@ fn apply_jobs(
         }
         if applied == cut {
             return Ok(());
+        }
+        if let Some((id, bytes, info)) = held.take() {
+            if id == applied {
+                stream_frame(&mut own, scanner, &mut budget, &bytes, info)?;
+                applied += 1;
+                continue;
+            }
+            held = Some((id, bytes, info));
         }
         while let Ok((id, out)) = finished.try_recv() {
             done.insert(id, out);
@@ -547,9 +641,21 @@ fn apply_jobs(
             continue;
         };
         applied += 1;
+        let mut from = 0;
+        for &(offset, end) in &next.frame_ends {
+            budget.start_frame();
+            budget.feed(&next.plain[from..end], offset)?;
+            from = end;
+        }
         scanner.write_decoded(&next.plain, next.lines)?;
         if let Some(e) = next.error {
             return Err(Failure::Log(e));
+        }
+        if let Some((bytes, base, frames)) = next.rest {
+            for f in frames {
+                let frame = &bytes[f.start - base..f.end - base];
+                stream_frame(&mut own, scanner, &mut budget, frame, f)?;
+            }
         }
     }
 }
@@ -626,9 +732,13 @@ fn zstd_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Pre
     let mut scanner = SessionLogScanner::new(&header)?;
     run_jobs(
         &mut || {
-            Ok(input
-                .next_frames(None)?
-                .map(|(bytes, frames)| Job::Frames(bytes, frames)))
+            Ok(input.next_frames(None)?.map(|(bytes, mut frames)| {
+                if frames.len() == 1 && !is_small(&frames[0]) {
+                    Job::Stream(bytes, frames.remove(0))
+                } else {
+                    Job::Frames(bytes, frames)
+                }
+            }))
         },
         &mut scanner,
         tuning,
@@ -647,7 +757,8 @@ fn zstd_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Pre
     }
     let torn_start = input.base;
     let before = scanner.event_count();
-    let plain = decoder.decode_torn(&input.buf);
+    let mut budget = PlainBudget::default();
+    let plain = decoder.decode_torn(&input.buf, torn_start, &mut budget)?;
     scanner.write(&plain)?;
     let out = scanner.finish();
     let recovered = out.events.get(before..).unwrap_or_default().to_vec();
@@ -718,7 +829,8 @@ mod tests {
             });
         };
         let before = scanner.event_count();
-        let plain = decoder.decode_torn(&buf[torn_start..]);
+        let plain =
+            decoder.decode_torn(&buf[torn_start..], torn_start, &mut PlainBudget::default())?;
         scanner.write(&plain)?;
         let out = scanner.finish();
         let recovered = out.events.get(before..).unwrap_or_default().to_vec();
@@ -873,6 +985,53 @@ mod tests {
             let e = describe(&from_memory(&file, true, TUNINGS[2]));
             let want = if gap { "seq gap" } else { "failed validation" };
             assert!(e.contains(want), "{e}");
+        }
+    }
+
+    // A job whose frames expand beyond what a decoding thread buffers (JOB_PLAIN_BUDGET):
+    // its remaining frames are streamed in order, with the same events and errors as the
+    // sequential reader, also when one of those frames is damaged or a line crosses frames.
+    #[test]
+    fn jobs_beyond_the_plaintext_budget_stream_their_remaining_frames_in_order() {
+        let header = "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n";
+        let line = |seq: u64| {
+            format!(
+                "{{\"type\":\"user/note\",\"seq\":{seq},\"time\":0,\"data\":{{\"pad\":\"{}\"}}}}\n",
+                "y".repeat(300)
+            )
+        };
+        for case in ["clean", "damaged", "split"] {
+            let mut file = encode_frame(header.as_bytes()).unwrap();
+            let mut seq = 0;
+            for frame in 0..12 {
+                let mut body = String::new();
+                if case == "split" && frame == 10 {
+                    body = format!("\"seq\":{seq},\"time\":0,\"data\":{{}}}}\n");
+                    seq += 1;
+                }
+                while body.len() < 700 << 10 {
+                    body.push_str(&line(seq));
+                    seq += 1;
+                }
+                if case == "split" && frame == 9 {
+                    // A line crossing into the next frame.
+                    body.push_str("{\"type\":\"user/note\",");
+                }
+                let mut f = encode_frame(body.as_bytes()).unwrap();
+                if case == "damaged" && frame == 10 {
+                    let last = f.len() - 1;
+                    f[last] ^= 0xFF;
+                }
+                file.extend(f);
+            }
+            let plain: usize = 12 * (700 << 10);
+            assert!(plain > 2 * JOB_PLAIN_BUDGET);
+            check(&file, true, case);
+            let got = describe(&from_memory(&file, true, TUNINGS[0]));
+            match case {
+                "damaged" => assert!(got.contains("failed validation"), "{got}"),
+                _ => assert!(got.contains(&format!("\"seq\":{}", seq - 1)), "{case}"),
+            }
         }
     }
 

@@ -148,7 +148,9 @@ impl Inner {
 
         self.ensure_dir_all(&self.root)?;
         self.sync_dir(root_parent)?;
+        self.check_private_dir(&self.root)?;
         self.ensure_dir(project_dir)?;
+        self.check_private_dir(project_dir)?;
         self.sync_dir(&self.root)?;
         self.ensure_dir(session_dir)?;
         self.sync_dir(project_dir)?;
