@@ -43,6 +43,7 @@ pub mod header;
 pub mod json;
 mod log;
 pub mod request;
+pub mod rules;
 
 pub use clock::{Clock, FixedClock, SharedClock, SystemClock};
 pub use error::{Error, Result};

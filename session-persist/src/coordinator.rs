@@ -10,7 +10,10 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
 use session_core::json::{self, MAX_SAFE_INTEGER, Value};
+use session_core::header::js_string;
+use session_core::rules::is_supported_type;
 use session_core::{Event, Events, SessionHeader};
+use session_surface::Session;
 use session_repair::interrupted_turn_closers;
 use session_store::{
     BoxError, PrepareOptions, SeedSource, SessionPreparation, SessionStore, SharedSession,
@@ -570,14 +573,49 @@ impl CoordInner {
         id: &str,
         stored: StoredPrefix,
     ) -> Result<(SessionHeader, Value, Vec<Event>)> {
+        let (meta, header, events, invalid) = self.stored_events_in_order(id, stored)?;
+        if let Some(index) = invalid {
+            return Err(Error::InvalidStoredEnvelope { index });
+        }
+        Ok((meta, header, events))
+    }
+
+    /// Steps 1–4 of a stored read in the reference's order: the header version, the
+    /// read-time upgrades, then the unknown-type check over every stored record (the record
+    /// with an invalid envelope included: a missing or non-string `type` is refused as
+    /// `"undefined"` or its `String()`). The index of the invalid record, if any, is returned
+    /// rather than refused: the restore checks the header and every event before it first.
+    fn stored_events_in_order(
+        &self,
+        id: &str,
+        stored: StoredPrefix,
+    ) -> Result<(SessionHeader, Value, Vec<Event>, Option<usize>)> {
         Self::assert_stored_id(id, &stored.meta)?;
         self.assert_version(&stored.meta, &stored.header_value)?;
         let events = normalize_events(stored.events, id)?;
         self.assert_events_supported(&stored.meta, &events)?;
-        if let Some((index, _)) = stored.invalid_envelope {
-            return Err(Error::InvalidStoredEnvelope { index });
-        }
-        Ok((stored.meta, stored.header_value, events))
+        let invalid = match stored.invalid_envelope {
+            None => None,
+            Some((index, record)) => {
+                let ty = record.get("type");
+                let ignorable = record.get("ignorable").and_then(Value::as_bool) == Some(true);
+                if !ty
+                    .and_then(Value::as_str)
+                    .is_some_and(|ty| is_supported_type(ty, ignorable))
+                {
+                    return Err(self.refusal(
+                        &stored.meta,
+                        FormatRefusal::UnknownType {
+                            id: stored.meta.id.to_string(),
+                            event_type: js_string(ty),
+                            seq: index as u64,
+                        },
+                    ));
+                }
+                Some(index)
+            }
+        };
+        Ok((stored.meta, stored.header_value, events, invalid))
     }
 
     // ---- live wiring ----
@@ -1038,7 +1076,14 @@ impl CoordInner {
         let revision = stored.revision.clone();
         let torn = stored.torn.clone();
         let prepared = (|| {
-            let (_, header, events) = self.stored_events(id, stored)?;
+            let (_, header, events, invalid) = self.stored_events_in_order(id, stored)?;
+            if let Some(index) = invalid {
+                // The restore validates the header, then every event in seq order: a problem
+                // before the invalid record is the one reported.
+                let clock: session_core::SharedClock = Arc::new(session_core::FixedClock::new(0));
+                Session::from_restore_events(id, events, &header, clock).map_err(Error::Session)?;
+                return Err(Error::InvalidStoredEnvelope { index });
+            }
             let closers = interrupted_turn_closers(events.iter());
             let mut balanced = events;
             balanced.extend(closers.iter().cloned());

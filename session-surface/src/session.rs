@@ -9,7 +9,10 @@ use session_core::json::{self, Value};
 use session_core::request::{
     RequestContextFold, RequestHeaderFold, check_request_header_shape, is_legacy_fallback_header,
 };
-use session_core::{Event, Events, Log, SessionHeader, SharedClock, push_back_sealed};
+use session_core::rules;
+use session_core::{
+    Event, EventParts, Events, KeyOrder, Log, SessionHeader, SharedClock, push_back_sealed,
+};
 
 use crate::derive::{Messages, derive_event_message};
 use crate::error::{Error, Result, ShapeProblem};
@@ -30,6 +33,10 @@ pub struct Draft {
     pub surface_op: Option<Value>,
     /// `opts.sourceEventSeqs`, when given.
     pub source_event_seqs: Option<Value>,
+    /// Whether the event carries `ignorable: true` (a reader hint: safe to skip when the type
+    /// is unknown). An event of a type outside the known vocabulary is refused unless it is
+    /// marked ignorable, since readers refuse it otherwise.
+    pub ignorable: bool,
 }
 
 impl Draft {
@@ -40,7 +47,15 @@ impl Draft {
             data,
             surface_op: None,
             source_event_seqs: None,
+            ignorable: false,
         }
+    }
+
+    /// Marks the event `ignorable: true` (serialized last, after the surface metadata).
+    #[must_use]
+    pub fn ignorable(mut self) -> Draft {
+        self.ignorable = true;
+        self
     }
 
     /// Sets `surfaceOp: "append"`.
@@ -100,6 +115,7 @@ pub(crate) struct Prepared {
     data: Value,
     surface_op: Option<Value>,
     source_event_seqs: Option<Value>,
+    ignorable: bool,
 }
 
 /// A draft whose JSON values have been checked and frozen once (§2.2 steps 1–4, the checks
@@ -466,6 +482,7 @@ impl Session {
             data,
             surface_op,
             source_event_seqs,
+            ignorable,
         } = draft;
         let Some(data) = json::snapshot_for_append(&data) else {
             return Err(Error::NonJsonData { ty: ty.to_string() });
@@ -491,13 +508,24 @@ impl Session {
             data,
             surface_op,
             source_event_seqs,
+            ignorable,
         })
     }
 
-    /// §2.2 steps 6–7 (with the message-shape check of decision 5): builds the frozen
-    /// candidate and plans its surface transition. Changes nothing.
+    /// §2.2 steps 6–7, with every rule a reader applies to a stored event (decision 5): the
+    /// rules of `session_core::rules` (retired types, the turn upgrades, known types,
+    /// storage tags), the request-header and message shapes, the envelope's `time`, then the
+    /// surface plan. Builds the frozen candidate; changes nothing.
     pub(crate) fn candidate(&self, prepared: Prepared) -> Result<Candidate> {
         let seq = self.log.next_seq();
+        rules::check_new_event(
+            &self.id,
+            &prepared.ty,
+            &prepared.data,
+            seq,
+            prepared.ignorable,
+        )
+        .map_err(Error::Rule)?;
         if &*prepared.ty == "request/header" {
             check_request_header_shape(&prepared.data).map_err(|issue| {
                 Error::RequestHeaderShape {
@@ -512,13 +540,25 @@ impl Session {
                 problem,
             });
         }
-        let event = Event::appended(
-            prepared.ty,
-            seq,
-            self.clock.now_ms(),
-            prepared.data,
-            prepared.source_event_seqs,
-            prepared.surface_op,
+        let time = self.clock.now_ms();
+        if !rules::is_safe_time(time) {
+            return Err(Error::Rule(rules::Violation::UnsafeTime {
+                id: self.id.to_string(),
+                seq,
+                time,
+            }));
+        }
+        let event = Event::from_parts(
+            EventParts {
+                ty: prepared.ty,
+                seq,
+                time,
+                data: prepared.data,
+                surface_op: prepared.surface_op,
+                source_event_seqs: prepared.source_event_seqs,
+                ignorable: prepared.ignorable,
+            },
+            KeyOrder::APPEND,
         );
         let log = &self.log;
         let plan = self.surface.plan(&event, &|s| log.get(s).cloned())?;
