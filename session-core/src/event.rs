@@ -930,6 +930,66 @@ impl Event {
         ))
     }
 
+    /// The event as a seed of already-stored events keeps it ([`json::snapshot_for_seed`]):
+    /// never refused; numbers JavaScript would respell are respelled, everything else is kept
+    /// as read. The event itself (shared, not copied) when nothing changes.
+    pub fn snapshot_for_seed(&self) -> Event {
+        let e = match &self.0 {
+            Repr::Member(b, k) => {
+                let meta = b.meta(*k);
+                let respell = [&meta.turn, &meta.step, &meta.index].into_iter().any(|v| {
+                    matches!(v, Value::Number(n) if n.is_verbatim() && n.is_finite()
+                        && !n.is_negative_zero())
+                });
+                if !respell {
+                    return self.clone();
+                }
+                return Event::from_parts(
+                    EventParts {
+                        ty: self.event_type_arc().clone(),
+                        seq: self.seq(),
+                        time: self.time(),
+                        data: json::snapshot_for_seed(self.data()),
+                        surface_op: None,
+                        source_event_seqs: None,
+                        ignorable: false,
+                    },
+                    self.key_order(),
+                );
+            }
+            Repr::Single(e) => e,
+        };
+        let sources = match &e.source_event_seqs {
+            Some(Sources::Value(v)) => Some(v),
+            Some(Sources::Runs(_)) | None => None,
+        };
+        if !json::seed_respells(&e.data)
+            && !e.surface_op.as_ref().is_some_and(json::seed_respells)
+            && !sources.is_some_and(json::seed_respells)
+        {
+            return self.clone();
+        }
+        let data = json::snapshot_for_seed(&e.data);
+        let surface_op = e.surface_op.as_ref().map(json::snapshot_for_seed);
+        let sources = sources.map(json::snapshot_for_seed);
+        let source_event_seqs = match &e.source_event_seqs {
+            Some(Sources::Runs(runs)) => Some(runs.value().clone()),
+            _ => sources,
+        };
+        Event::from_parts(
+            EventParts {
+                ty: e.ty.clone(),
+                seq: e.seq,
+                time: e.time,
+                data,
+                surface_op,
+                source_event_seqs,
+                ignorable: e.ignorable,
+            },
+            e.order,
+        )
+    }
+
     /// Whether the payloads are structurally equal, without building trees for compact
     /// members that have none yet.
     fn data_eq(&self, other: &Event) -> bool {

@@ -221,8 +221,13 @@ impl Session {
         )
     }
 
-    /// Snapshot mode from already-built events (fork children): every event is revalidated
-    /// like a seed entry, and shared rather than copied.
+    /// Snapshot mode from already-built events (fork children, a stored log rebuilt as a
+    /// session): every event is revalidated like a seed entry (envelope, shapes, contiguity,
+    /// surface) and shared rather than copied. The events are data that was already accepted,
+    /// so the stricter JSON rules of a live append (decision 3: `-0`, non-finite numbers,
+    /// integers beyond 2^53) do not refuse them: numbers that JavaScript would respell are
+    /// respelled and everything else is kept as it is (`Event::snapshot_for_seed`). A log that
+    /// loads therefore also forks and rebuilds.
     pub fn create_from_events(
         id: impl Into<Arc<str>>,
         seed: Option<Events>,
@@ -316,10 +321,10 @@ impl Session {
             }
             Some(Seed::Events(events)) => {
                 for (index, event) in events.iter().enumerate() {
+                    // Events are stored data (a fork prefix, a stored log): the stricter rules
+                    // of a live append do not apply to them (see `Event::snapshot_for_seed`).
                     let event = match mode {
-                        SeedMode::Snapshot => event
-                            .snapshot_for_append()
-                            .ok_or(Error::SeedNotLossless { index })?,
+                        SeedMode::Snapshot => event.snapshot_for_seed(),
                         SeedMode::Restore => event.clone(),
                     };
                     if event.event_type() == "request/header-delta" {
@@ -624,20 +629,20 @@ impl Session {
         }
     }
 
-    /// Whether the first `len` events are in append form, i.e. a snapshot-mode seed would take
-    /// each of them as it is (the same frozen object). Events appended live or seeded in
-    /// snapshot mode always are; events kept as read in restore mode are checked once.
-    fn prefix_in_append_form(&self, len: usize) -> bool {
+    /// Whether the first `len` events are in seed form, i.e. a seed of events
+    /// ([`Session::create_from_events`]) would take each of them as it is (the same frozen
+    /// object). Events appended live or seeded in snapshot mode always are; events kept as
+    /// read in restore mode are checked once.
+    fn prefix_in_seed_form(&self, len: usize) -> bool {
         if self.restored_len == 0 || len == 0 {
             return true;
         }
         let restored = usize::try_from(self.restored_len).unwrap_or(usize::MAX);
         *self.restored_clean.get_or_init(|| {
-            self.log.iter().take(restored).all(|event| {
-                event
-                    .snapshot_for_append()
-                    .is_some_and(|snapshot| snapshot.ptr_eq(event))
-            })
+            self.log
+                .iter()
+                .take(restored)
+                .all(|event| event.snapshot_for_seed().ptr_eq(event))
         })
     }
 
@@ -653,8 +658,8 @@ impl Session {
     /// checkpoint at or before the boundary, brought forward over fewer than 1,024 events. Cost:
     /// O(log n). The header is validated and the `session/end-seed` marker appended as in
     /// [`Session::create_from_events`]. Events that this session kept as read in restore mode
-    /// and that a snapshot seed would rewrite (non-canonical number spellings) or refuse make
-    /// the child go through the validating path instead, so the result is the same either way.
+    /// and that a seed of events would respell (non-canonical number spellings) make the child
+    /// go through the validating path instead, so the result is the same either way.
     pub fn fork_child(
         &self,
         seed_length: usize,
@@ -663,7 +668,7 @@ impl Session {
         clock: SharedClock,
     ) -> Result<Session> {
         let id = id.into();
-        let shared = if seed_length <= self.log.len() && self.prefix_in_append_form(seed_length) {
+        let shared = if seed_length <= self.log.len() && self.prefix_in_seed_form(seed_length) {
             self.state_at(seed_length, id.clone(), clock.clone())
         } else {
             None

@@ -201,7 +201,30 @@ pub fn snapshot_for_append(v: &Value) -> Option<Value> {
     if !append_scan(v, 0)? {
         return Some(v.clone());
     }
-    Some(canonicalize(v))
+    Some(canonicalize(v, Number::is_verbatim))
+}
+
+/// The value a seed of already-stored events keeps for `v` (a fork child, a rebuilt
+/// session): never refused, since the stricter rules of a live `append` apply to new data only.
+/// Numbers that JavaScript reads back as themselves but spells differently (`1E2`, `1.0`,
+/// an integer beyond 2^53 that rounds) are respelled as `JSON.parse` then `JSON.stringify`
+/// would; `-0` and non-finite literals, which JavaScript cannot write back, keep the spelling
+/// they were read with. `v` itself (shared, not copied) when nothing changes.
+pub fn snapshot_for_seed(v: &Value) -> Value {
+    if !seed_respells(v) {
+        return v.clone();
+    }
+    canonicalize(v, is_respellable)
+}
+
+/// Whether [`snapshot_for_seed`] changes `v`.
+pub fn seed_respells(v: &Value) -> bool {
+    has_number(v, is_respellable)
+}
+
+/// A verbatim number whose JavaScript spelling reads back as the same number.
+fn is_respellable(n: &Number) -> bool {
+    n.is_verbatim() && n.is_finite() && !n.is_negative_zero()
 }
 
 /// How deep [`append_scan`] recurses before it continues with an explicit stack.
@@ -229,7 +252,7 @@ fn append_scan(v: &Value, depth: usize) -> Option<bool> {
         }
         Value::Array(_) | Value::Object(_) => {
             if is_appendable(v) {
-                Some(has_verbatim_number(v))
+                Some(has_number(v, Number::is_verbatim))
             } else {
                 None
             }
@@ -238,11 +261,12 @@ fn append_scan(v: &Value, depth: usize) -> Option<bool> {
     }
 }
 
-fn has_verbatim_number(v: &Value) -> bool {
+/// Whether `v` holds a number for which `pick` is true.
+fn has_number(v: &Value, pick: fn(&Number) -> bool) -> bool {
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
         match v {
-            Value::Number(n) if n.is_verbatim() => return true,
+            Value::Number(n) if pick(n) => return true,
             Value::Array(items) => stack.extend(items.iter()),
             Value::Object(o) => stack.extend(o.entries().iter().map(|(_, v)| v)),
             _ => {}
@@ -251,8 +275,9 @@ fn has_verbatim_number(v: &Value) -> bool {
     false
 }
 
-/// Rebuilds `v` with every number in JavaScript spelling (post-order, iterative).
-fn canonicalize(v: &Value) -> Value {
+/// Rebuilds `v` with every number for which `pick` is true in JavaScript spelling
+/// (post-order, iterative; subtrees without such numbers are shared).
+fn canonicalize(v: &Value, pick: fn(&Number) -> bool) -> Value {
     enum Task<'a> {
         Visit(&'a Value),
         BuildArray(usize),
@@ -263,14 +288,14 @@ fn canonicalize(v: &Value) -> Value {
     while let Some(t) = tasks.pop() {
         match t {
             Task::Visit(v) => match v {
-                Value::Number(n) => done.push(Value::Number(n.canonical())),
-                Value::Array(items) if has_verbatim_number(v) => {
+                Value::Number(n) if pick(n) => done.push(Value::Number(n.canonical())),
+                Value::Array(items) if has_number(v, pick) => {
                     tasks.push(Task::BuildArray(items.len()));
                     for item in items.iter().rev() {
                         tasks.push(Task::Visit(item));
                     }
                 }
-                Value::Object(o) if has_verbatim_number(v) => {
+                Value::Object(o) if has_number(v, pick) => {
                     tasks.push(Task::BuildObject(o));
                     for (_, item) in o.entries().iter().rev() {
                         tasks.push(Task::Visit(item));
