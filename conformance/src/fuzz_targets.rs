@@ -360,13 +360,14 @@ pub fn seed(data: &[u8]) {
         ("createdAt", Value::from(1u8)),
     ]);
 
+    let appendable = values.iter().all(json::is_appendable);
     let snapshot = Session::create(SESSION_ID, Some(values.clone()), None, clock());
     let restored = Session::from_restore(SESSION_ID, values, &header, clock());
     if let Some(events) = events {
         // A seed of values is new data and follows the append JSON rules; a seed of events is
         // stored data and does not (`-0`, non-finite numbers and unsafe integers are kept), so
         // the two agree only on values that a live append accepts.
-        if values.iter().all(json::is_appendable) {
+        if appendable {
             let by_events =
                 Session::create_from_events(SESSION_ID, Some(events.clone().into()), None, clock());
             assert_same_outcome(&snapshot, &by_events, "create / create_from_events");
