@@ -406,6 +406,15 @@ pub fn check_new_event(
         "turn/end" => "turn/end",
         _ => "",
     };
+    // A crash closer copies `turn/start`'s turn into a `turn/end`, which readers check: a turn
+    // that is not a safe integer >= 1 would make the repaired log unreadable.
+    if ty == "turn/start" && !safe_int_at_least(data.get("turn"), 1) {
+        return Err(Violation::MalformedLegacy {
+            id: id.to_owned(),
+            event_type,
+            seq,
+        });
+    }
     match upgrade_turn_payload(ty, data) {
         Upgrade::Current => {}
         Upgrade::Upgraded(_) => {

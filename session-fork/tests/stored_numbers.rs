@@ -27,7 +27,13 @@ fn restored(numbers: &str) -> Session {
 }
 
 fn usage(session: &Session) -> String {
-    session.event(1).unwrap().data().get("usage").unwrap().to_json()
+    session
+        .event(1)
+        .unwrap()
+        .data()
+        .get("usage")
+        .unwrap()
+        .to_json()
 }
 
 #[test]
@@ -40,12 +46,24 @@ fn a_restored_integer_beyond_2_pow_53_forks_and_keeps_its_value() {
         usage(&child),
         r#"{"inputTokens":100000000000000000000,"outputTokens":1}"#
     );
-    let child = fork_events("src", None, &source.events(), Some(&boundary), "c2", clock()).unwrap();
+    let child = fork_events(
+        "src",
+        None,
+        &source.events(),
+        Some(&boundary),
+        "c2",
+        clock(),
+    )
+    .unwrap();
     assert_eq!(
         usage(&child),
         r#"{"inputTokens":100000000000000000000,"outputTokens":1}"#
     );
-    assert_eq!(child.seq(), 4, "three inherited events and the end-seed marker");
+    assert_eq!(
+        child.seq(),
+        4,
+        "three inherited events and the end-seed marker"
+    );
 }
 
 #[test]

@@ -9,16 +9,16 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
-use session_core::json::{self, MAX_SAFE_INTEGER, Value};
 use session_core::header::js_string;
+use session_core::json::{self, MAX_SAFE_INTEGER, Value};
 use session_core::rules::is_supported_type;
 use session_core::{Event, Events, SessionHeader};
-use session_surface::Session;
 use session_repair::interrupted_turn_closers;
 use session_store::{
     BoxError, PrepareOptions, SeedSource, SessionPreparation, SessionStore, SharedSession,
     Subscription, WarningSink,
 };
+use session_surface::Session;
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 

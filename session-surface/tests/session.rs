@@ -594,7 +594,10 @@ fn appended_data_is_owned_by_the_session() {
 fn append_value_is_stored_as_given() {
     // session-core §8.1 #34 [JS getter]: the stored value is the given one.
     let mut s = session();
-    let e = push(&mut s, Draft::new("feedback/record", v(r#"{"value":"accepted"}"#)));
+    let e = push(
+        &mut s,
+        Draft::new("feedback/record", v(r#"{"value":"accepted"}"#)),
+    );
     assert_eq!(e.data().to_json(), r#"{"value":"accepted"}"#);
 }
 
@@ -724,7 +727,10 @@ fn events_snapshot_is_frozen() {
     let a = s.events();
     let b = s.events();
     assert_eq!(a, b);
-    push(&mut s, log_only("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#));
+    push(
+        &mut s,
+        log_only("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    );
     assert_eq!(a.len(), 1);
     assert_eq!(s.events().len(), 2);
 }
@@ -1033,7 +1039,9 @@ fn append_with_veto_changes_nothing() {
     assert_eq!(s.replace_generation(), 0);
     assert_eq!(s.seq(), 1);
     let e = s
-        .append_with(Draft::new("feedback/record", Value::Null), &mut |_, _| Ok(()))
+        .append_with(Draft::new("feedback/record", Value::Null), &mut |_, _| {
+            Ok(())
+        })
         .unwrap();
     assert_eq!(e.seq(), 1);
 }

@@ -285,9 +285,13 @@ fn appends_from_other_threads_wait_for_publication() {
     let gate = started.clone();
     let worker = thread::spawn(move || {
         gate.wait();
-        other.append(log_only("plugin/other", "{}").ignorable()).unwrap()
+        other
+            .append(log_only("plugin/other", "{}").ignorable())
+            .unwrap()
     });
-    let first = s.append(log_only("plugin/first", "{}").ignorable()).unwrap();
+    let first = s
+        .append(log_only("plugin/first", "{}").ignorable())
+        .unwrap();
     let second = worker.join().unwrap();
     assert_eq!(first.seq(), 0);
     assert_eq!(second.seq(), 1);
