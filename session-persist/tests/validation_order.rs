@@ -35,7 +35,11 @@ fn load_error(header: &str, body: &[String]) -> String {
         let store = SessionStore::new(Arc::new(FixedClock::new(5)));
         let persistence =
             Persistence::new(Arc::new(backend), store, PersistenceOptions::default()).unwrap();
-        let inspected = persistence.inspect("s", None).await.unwrap_err().to_string();
+        let inspected = persistence
+            .inspect("s", None)
+            .await
+            .unwrap_err()
+            .to_string();
         let loaded = persistence.load("s").await.unwrap_err().to_string();
         persistence.dispose().await.unwrap();
         assert_eq!(inspected, loaded);
@@ -88,13 +92,15 @@ fn an_unknown_type_before_an_invalid_envelope_is_named_first() {
     body[1] = r#"{"type":"future/thing","seq":1,"time":0,"data":null}"#.to_owned();
     body[2] = r#"{"seq":2,"time":0,"data":{}}"#.to_owned();
     let message = load_error(HEADER, &body);
-    assert!(message.starts_with(&unknown("future/thing", 1)), "{message}");
+    assert!(
+        message.starts_with(&unknown("future/thing", 1)),
+        "{message}"
+    );
 }
 
 #[test]
 fn a_header_error_is_not_hidden_by_a_later_envelope_error() {
-    let header =
-        r#"{"type":"session","version":0,"id":"s","createdAt":1,"seedLength":"3","delegationDepth":0}"#;
+    let header = r#"{"type":"session","version":0,"id":"s","createdAt":1,"seedLength":"3","delegationDepth":0}"#;
     let message = load_error(
         header,
         &log(r#"{"type":"todo/write","seq":2,"time":0.5,"data":{}}"#),
@@ -117,7 +123,10 @@ fn an_earlier_surface_error_is_not_hidden_by_a_later_envelope_error() {
         "{message}"
     );
     // Without the earlier problem, the envelope error is the one reported.
-    let message = load_error(HEADER, &log(r#"{"type":"todo/write","seq":2,"time":0.5,"data":{}}"#));
+    let message = load_error(
+        HEADER,
+        &log(r#"{"type":"todo/write","seq":2,"time":0.5,"data":{}}"#),
+    );
     assert!(
         message.ends_with("seed event at index 2 has an invalid event envelope"),
         "{message}"

@@ -178,15 +178,36 @@ pub fn string_value(v: &str) -> Arc<str> {
     }
 }
 
+/// The deepest nesting of non-empty containers a value may have to be appendable: a stored
+/// event line wraps it in one more object, and readers refuse lines nested deeper than
+/// [`MAX_DEPTH`].
+pub const MAX_APPEND_DEPTH: usize = MAX_DEPTH - 1;
+
 /// Whether a live `append` may accept `v`: every number finite, not `-0`, and not an integer
-/// literal outside ±(2^53 − 1). Strings, arrays and objects are always acceptable.
+/// literal outside ±(2^53 − 1), and non-empty containers nested at most [`MAX_APPEND_DEPTH`]
+/// deep (so that the stored line reads back).
 pub fn is_appendable(v: &Value) -> bool {
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
+    appendable_below(v, 0)
+}
+
+/// [`is_appendable`] for a value nested inside `depth` non-empty containers.
+fn appendable_below(v: &Value, depth: usize) -> bool {
+    let mut stack = vec![(v, depth)];
+    while let Some((v, depth)) = stack.pop() {
         match v {
             Value::Number(n) if !n.is_appendable() => return false,
-            Value::Array(items) => stack.extend(items.iter()),
-            Value::Object(o) => stack.extend(o.entries().iter().map(|(_, v)| v)),
+            Value::Array(items) if !items.is_empty() => {
+                if depth >= MAX_APPEND_DEPTH {
+                    return false;
+                }
+                stack.extend(items.iter().map(|i| (i, depth + 1)));
+            }
+            Value::Object(o) if !o.is_empty() => {
+                if depth >= MAX_APPEND_DEPTH {
+                    return false;
+                }
+                stack.extend(o.entries().iter().map(|(_, v)| (v, depth + 1)));
+            }
             _ => {}
         }
     }
@@ -251,7 +272,7 @@ fn append_scan(v: &Value, depth: usize) -> Option<bool> {
             Some(verbatim)
         }
         Value::Array(_) | Value::Object(_) => {
-            if is_appendable(v) {
+            if appendable_below(v, depth) {
                 Some(has_number(v, Number::is_verbatim))
             } else {
                 None
