@@ -1,6 +1,7 @@
 //! Acknowledged ⇒ loadable for arbitrary drafts, on the memory and JSONL (raw and zstd)
-//! backends (`conformance::draft_rounds`). SQLite and PostgreSQL run the same rounds from
+//! backends (`conformance::draft_rounds`). `SQLite` and `PostgreSQL` run the same rounds from
 //! their crates' tests.
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use std::sync::Arc;
 

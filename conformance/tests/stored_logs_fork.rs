@@ -4,6 +4,7 @@
 //! backend; whenever `load` accepts one, it forks at every closed-turn boundary (as a stored
 //! log and from the restored session) and rebuilds as `sessionctl verify` rebuilds it, with
 //! every invariant holding.
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -933,6 +933,7 @@ impl Event {
     /// The event as a seed of already-stored events keeps it ([`json::snapshot_for_seed`]):
     /// never refused; numbers JavaScript would respell are respelled, everything else is kept
     /// as read. The event itself (shared, not copied) when nothing changes.
+    #[must_use]
     pub fn snapshot_for_seed(&self) -> Event {
         let e = match &self.0 {
             Repr::Member(b, k) => {

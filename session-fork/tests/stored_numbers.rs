@@ -1,5 +1,6 @@
 //! A session that loads also forks: events already stored are exempt from the stricter JSON
 //! rules of a live append (issue #15 item 8).
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use std::sync::Arc;
 

@@ -1,6 +1,7 @@
-//! Acknowledged ⇒ loadable for arbitrary drafts on the PostgreSQL backend
+//! Acknowledged ⇒ loadable for arbitrary drafts on the `PostgreSQL` backend
 //! (`conformance::draft_rounds`), each round on a schema of its own. Without a server the test
 //! prints `SKIPPED: PostgreSQL not reachable at ...` and passes, unless `SESSION_PG_REQUIRED=1`.
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 mod common;
 

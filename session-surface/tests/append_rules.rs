@@ -1,6 +1,7 @@
 //! A live append applies every rule a reader applies to a stored event, with the reader's
 //! message (issue #14; decision 5): a refused draft changes nothing and the session stays
 //! usable.
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use std::sync::Arc;
 

@@ -231,6 +231,7 @@ pub fn snapshot_for_append(v: &Value) -> Option<Value> {
 /// an integer beyond 2^53 that rounds) are respelled as `JSON.parse` then `JSON.stringify`
 /// would; `-0` and non-finite literals, which JavaScript cannot write back, keep the spelling
 /// they were read with. `v` itself (shared, not copied) when nothing changes.
+#[must_use]
 pub fn snapshot_for_seed(v: &Value) -> Value {
     if !seed_respells(v) {
         return v.clone();
