@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use conformance::r#gen::arb_history;
 use conformance::r#gen::json::respell_numbers;
 use conformance::invariants::{
-    check_incremental_derivation, check_replay_marker, check_session, check_surface_matches_fold,
-    check_transcript_holds_appends,
+    check_closers_balance, check_incremental_derivation, check_persistence_round_trip,
+    check_replay_marker, check_session, check_surface_matches_fold, check_transcript_holds_appends,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -110,6 +110,8 @@ fn forks_and_verifies(
         check_incremental_derivation(&rebuilt),
         check_transcript_holds_appends(&rebuilt),
         check_replay_marker(&rebuilt),
+        check_closers_balance(events),
+        check_persistence_round_trip(events, &[], Compression::None, true),
     ] {
         check.map_err(|e| fail("verify", &e))?;
     }
