@@ -132,3 +132,17 @@ fn an_earlier_surface_error_is_not_hidden_by_a_later_envelope_error() {
         "{message}"
     );
 }
+
+#[test]
+fn a_header_cwd_that_is_not_a_string_gets_the_header_validation_text() {
+    let header =
+        r#"{"type":"session","version":0,"id":"s","createdAt":1,"cwd":1,"delegationDepth":0}"#;
+    let message = load_error(
+        header,
+        &log(r#"{"type":"todo/write","seq":2,"time":0.5,"data":{}}"#),
+    );
+    assert!(
+        message.ends_with("session header cwd must be a string"),
+        "{message}"
+    );
+}
