@@ -460,15 +460,17 @@ pub fn check_replay_events(original: &Events, replayed: &Events, first_live_seq:
     Ok(())
 }
 
-/// Replaying `session`'s log (both `Session::create` with it as seed and
-/// `Session::from_restore`) keeps it verbatim, adds one end-seed marker (none if it ends in
-/// one) and derives the same messages.
+/// Replaying `session`'s log (both `Session::create_from_events` with it as seed and
+/// `Session::from_restore` with its JSON values) keeps it verbatim, adds one end-seed marker
+/// (none if it ends in one) and derives the same messages. The log is stored data, so the
+/// re-seed does not apply the append JSON rules (a log that loads also replays).
 pub fn check_replay_marker(session: &Session) -> Check {
     const NAME: &str = "replay_marker";
     let events = session.events();
     let values = events_as_values(&events);
-    let snapshot = Session::create(session.id().clone(), Some(values.clone()), None, clock())
-        .map_err(|e| Violation::new(NAME, format!("re-seeding the log failed: {e}")))?;
+    let snapshot =
+        Session::create_from_events(session.id().clone(), Some(events.clone()), None, clock())
+            .map_err(|e| Violation::new(NAME, format!("re-seeding the log failed: {e}")))?;
     let restored = Session::from_restore(
         session.id().clone(),
         values,

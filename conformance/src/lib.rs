@@ -54,6 +54,7 @@
 pub mod backend_suite;
 pub mod corpus;
 pub mod crash_model;
+pub mod draft_rounds;
 pub mod fuzz_targets;
 pub mod r#gen;
 pub mod invariants;

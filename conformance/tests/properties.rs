@@ -566,8 +566,12 @@ async fn live_round_trip(history: &History, config: &JsonlConfig) -> Result<(), 
     let balanced: Events = balanced.into_iter().collect();
 
     let (cold, _) = service(config, clock.clone())?;
-    if let Some(unknown) = live.iter().find(|e| !is_known_event_type(e.event_type())) {
-        // The read path refuses the first unknown type (persistence §1.6 step 4).
+    if let Some(unknown) = live
+        .iter()
+        .find(|e| !e.ignorable() && !is_known_event_type(e.event_type()))
+    {
+        // The read path refuses the first unknown type (persistence §1.6 step 4); a live
+        // append never admits one (unknown types are appended as ignorable).
         let path = JsonlBackend::open(config.clone())
             .and_then(|b| b.log_path(&shared.header()))
             .map_err(|e| fail("locate", &e))?;

@@ -56,13 +56,17 @@ fn parse_line(text: &str) -> std::result::Result<Line, String> {
         return Err("a flush barrier is exactly {\"flush\":true}".into());
     }
     for (k, _) in o.iter() {
-        if !matches!(k, "type" | "data" | "surfaceOp" | "sourceEventSeqs") {
+        if !matches!(
+            k,
+            "type" | "data" | "surfaceOp" | "sourceEventSeqs" | "ignorable"
+        ) {
             let why = match k {
                 "seq" | "time" => " (seq and time are assigned by the session)",
                 _ => "",
             };
             return Err(format!(
-                "unknown key \"{k}\"{why}; a draft has type, data, surfaceOp?, sourceEventSeqs?"
+                "unknown key \"{k}\"{why}; a draft has type, data, surfaceOp?, sourceEventSeqs?, \
+                 ignorable?"
             ));
         }
     }
@@ -82,6 +86,11 @@ fn parse_line(text: &str) -> std::result::Result<Line, String> {
     }
     if let Some(seqs) = o.get("sourceEventSeqs") {
         draft = draft.sources_value(seqs.clone());
+    }
+    match o.get("ignorable") {
+        None => {}
+        Some(Value::Bool(true)) => draft = draft.ignorable(),
+        Some(_) => return Err("\"ignorable\" is either absent or true".into()),
     }
     Ok(Line::Draft(draft))
 }

@@ -249,3 +249,46 @@ fn an_unflushed_event_is_on_disk_within_a_second() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "{\"flushed\":0}\n");
 }
+
+#[test]
+fn drafts_that_readers_refuse_are_rejected_and_ignorable_plugin_events_reload() {
+    let root = Temp::new("append-rules");
+    let input = r#"{"type":"turn/start","data":{"turn":1}}
+{"type":"x-plugin/note","data":{"n":1}}
+{"type":"x-plugin/note","data":{"n":1},"ignorable":true}
+{"type":"x-plugin/note","data":{"n":1},"ignorable":false}
+{"type":"text-chunks","data":{"note":1},"ignorable":true}
+{"type":"turn/end","data":{"turn":1,"x":1,"reason":{"kind":"completed"}}}
+{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}
+"#;
+    let r = run_in(
+        &[
+            "--root",
+            root.str(),
+            "append",
+            "rules",
+            "--create",
+            "--cwd",
+            "/work/rules",
+        ],
+        Some(input),
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.stdout, "{\"flushed\":2}\n");
+    for expected in [
+        "sessionctl: line 2: rejected: session \"rules\" contains event type \"x-plugin/note\" (seq 1) unknown to this harness and not marked ignorable",
+        "sessionctl: line 4: rejected: \"ignorable\" is either absent or true",
+        "sessionctl: line 5: rejected: session \"rules\" event at seq 2 has type \"text-chunks\", a reserved packed-row storage tag",
+        "sessionctl: line 6: rejected: session \"rules\" contains malformed pre-react-loop turn/end at seq 2",
+        "4 of 7 drafts were rejected",
+    ] {
+        assert!(r.stderr.contains(expected), "{expected}\n{}", r.stderr);
+    }
+    // Everything acknowledged reads back, the ignorable plugin event included.
+    let inspect = run(&["--root", root.str(), "inspect", "rules", "--json"])
+        .ok()
+        .json();
+    assert_eq!(inspect["eventCount"], 3);
+    assert_eq!(inspect["countsByType"]["x-plugin/note"], 1);
+    run(&["--root", root.str(), "verify", root.str()]).ok();
+}

@@ -7,6 +7,7 @@ use crate::Error;
 use crate::json::{self, Value};
 
 pub(crate) mod compact;
+mod snapshot;
 mod verbatim;
 
 use self::compact::ChunkBlock;
@@ -889,85 +890,6 @@ impl Event {
         let mut s = String::with_capacity(128);
         self.write_json(&mut s);
         s
-    }
-
-    /// The event with its JSON values as a live `append` stores them
-    /// ([`json::snapshot_for_append`]): `None` if one of them is not appendable; the event
-    /// itself (shared, not copied) when nothing changes.
-    pub fn snapshot_for_append(&self) -> Option<Event> {
-        let e = match &self.0 {
-            Repr::Member(b, k) => {
-                let meta = b.meta(*k);
-                let mut unchanged = true;
-                for v in [&meta.turn, &meta.step, &meta.index] {
-                    if let Value::Number(n) = v {
-                        if !n.is_appendable() {
-                            return None;
-                        }
-                        unchanged &= !n.is_verbatim();
-                    }
-                }
-                // The strings are always appendable.
-                if unchanged {
-                    return Some(self.clone());
-                }
-                return Some(Event::from_parts(
-                    EventParts {
-                        ty: self.event_type_arc().clone(),
-                        seq: self.seq(),
-                        time: self.time(),
-                        data: json::snapshot_for_append(self.data())?,
-                        surface_op: None,
-                        source_event_seqs: None,
-                        ignorable: false,
-                    },
-                    self.key_order(),
-                ));
-            }
-            Repr::Single(e) => e,
-            Repr::Verbatim(_) => return None,
-        };
-        let data = json::snapshot_for_append(&e.data)?;
-        let surface_op = match &e.surface_op {
-            Some(v) => Some(json::snapshot_for_append(v)?),
-            None => None,
-        };
-        // Runs are non-negative safe integers in JavaScript spelling: they never change.
-        let source_event_seqs = match &e.source_event_seqs {
-            Some(Sources::Value(v)) => Some(json::snapshot_for_append(v)?),
-            Some(Sources::Runs(_)) | None => None,
-        };
-        let same = |a: Option<&Value>, b: Option<&Value>| match (a, b) {
-            (Some(a), Some(b)) => a.ptr_eq(b) || a.to_json() == b.to_json(),
-            (None, None) => true,
-            _ => false,
-        };
-        let sources_same = match &e.source_event_seqs {
-            Some(Sources::Value(v)) => same(Some(v), source_event_seqs.as_ref()),
-            Some(Sources::Runs(_)) | None => true,
-        };
-        if same(Some(&e.data), Some(&data))
-            && same(e.surface_op.as_ref(), surface_op.as_ref())
-            && sources_same
-        {
-            return Some(self.clone());
-        }
-        let source_event_seqs = match &e.source_event_seqs {
-            Some(Sources::Runs(runs)) => Some(runs.value().clone()),
-            _ => source_event_seqs,
-        };
-        Some(Event::from_parts(
-            EventParts {
-                ty: e.ty.clone(),
-                seq: e.seq,
-                time: e.time,
-                data,
-                surface_op,
-                source_event_seqs,
-                ignorable: e.ignorable,
-            },
-            e.order,
-        ))
     }
 
     /// Whether the payloads are structurally equal, without building trees for compact

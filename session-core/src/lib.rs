@@ -19,6 +19,10 @@
 //! plus its text) and builds an event's `data` tree only when it is asked for; long
 //! `sourceEventSeqs` arrays read from disk are kept as runs. Neither is visible through the API.
 //!
+//! The event rules readers apply to stored events, which a live `append` applies to new drafts
+//! too (retired types, the read-time turn upgrades, known types, storage tags), live in
+//! [`rules`]: one set of rules for both directions, so an appendable log is a readable one.
+//!
 //! # Example
 //!
 //! ```
@@ -63,6 +67,7 @@ pub mod header;
 pub mod json;
 mod log;
 pub mod request;
+pub mod rules;
 pub mod vocab;
 
 pub use clock::{Clock, FixedClock, SharedClock, SystemClock};

@@ -16,6 +16,7 @@ use session_store::{
     BoxError, PrepareOptions, SeedSource, SessionPreparation, SessionStore, SharedSession,
     Subscription, WarningSink,
 };
+use session_surface::Session;
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 
@@ -581,18 +582,25 @@ impl CoordInner {
         id: &str,
         stored: StoredPrefix,
     ) -> Result<(SessionHeader, Value, Vec<Event>)> {
-        self.stored_events_as(id, stored, true)
+        let (meta, header, events, invalid) = self.stored_events_in_order(id, stored)?;
+        if let Some(index) = invalid {
+            return Err(Error::InvalidStoredEnvelope { index });
+        }
+        Ok((meta, header, events))
     }
 
-    /// [`Self::stored_events`]; with `refuse_invalid` false (`read_from`, which applies no
-    /// session validation) the events are every stored event, records with an invalid
-    /// envelope kept as stored.
-    fn stored_events_as(
+    /// Steps 1–4 of a stored read in the reference's order: the header version, the
+    /// read-time upgrades, then the unknown-type check over every stored record (the records
+    /// kept as stored from an invalid envelope on included: a missing `type` is refused as
+    /// `"undefined"`). The index of the first invalid record, if any, is returned rather than
+    /// refused: `read_from` applies no session validation, and the restore checks the header
+    /// and every event before it first. The events are every stored event, those from the
+    /// invalid record on kept as stored.
+    fn stored_events_in_order(
         &self,
         id: &str,
         stored: StoredPrefix,
-        refuse_invalid: bool,
-    ) -> Result<(SessionHeader, Value, Vec<Event>)> {
+    ) -> Result<(SessionHeader, Value, Vec<Event>, Option<usize>)> {
         Self::assert_stored_id(id, &stored.meta)?;
         self.assert_version(&stored.meta, &stored.header_value)?;
         let mut events = stored.events;
@@ -602,12 +610,7 @@ impl CoordInner {
         });
         let events = normalize_events(events, id)?;
         self.assert_events_supported(&stored.meta, &events)?;
-        if let Some(index) = invalid
-            && refuse_invalid
-        {
-            return Err(Error::InvalidStoredEnvelope { index });
-        }
-        Ok((stored.meta, stored.header_value, events))
+        Ok((stored.meta, stored.header_value, events, invalid))
     }
 
     // ---- live wiring ----
@@ -1119,7 +1122,15 @@ impl CoordInner {
         let revision = stored.revision.clone();
         let torn = stored.torn.clone();
         let prepared = (|| {
-            let (_, header, events) = self.stored_events(id, stored)?;
+            let (_, header, mut events, invalid) = self.stored_events_in_order(id, stored)?;
+            if let Some(index) = invalid {
+                // The restore validates the header, then every event in seq order: a problem
+                // before the invalid record is the one reported.
+                events.truncate(index);
+                let clock: session_core::SharedClock = Arc::new(session_core::FixedClock::new(0));
+                Session::from_restore_events(id, events, &header, clock).map_err(Error::Session)?;
+                return Err(Error::InvalidStoredEnvelope { index });
+            }
             let closers = interrupted_turn_closers(events.iter());
             let mut balanced = events;
             balanced.extend(closers.iter().cloned());
@@ -1315,7 +1326,7 @@ impl CoordInner {
         let Some(stored) = stored? else {
             return Err(Error::NotFound { id: id.to_owned() });
         };
-        let (meta, _, events) = self.stored_events_as(id, stored, false)?;
+        let (meta, _, events, _) = self.stored_events_in_order(id, stored)?;
         Ok(StoredEvents { meta, events })
     }
 

@@ -559,7 +559,8 @@ pub enum FormatRefusal {
     UnknownType {
         /// The session id.
         id: String,
-        /// The unknown type.
+        /// The unknown type, as JavaScript's `String(type)` prints it (`undefined` when the
+        /// record has none).
         event_type: String,
         /// The event's seq.
         seq: u64,
@@ -591,12 +592,12 @@ impl fmt::Display for FormatRefusal {
                 id,
                 event_type,
                 seq,
-            } => write!(
-                f,
-                "session \"{id}\" contains event type \"{event_type}\" (seq {seq}) unknown to \
-                 this harness and not marked ignorable; refusing to interpret the log \u{2014} it \
-                 was likely written by a newer harness"
-            ),
+            } => session_core::rules::Violation::UnknownType {
+                id: id.clone(),
+                event_type: event_type.clone(),
+                seq: *seq,
+            }
+            .fmt(f),
         }
     }
 }
@@ -1074,10 +1075,12 @@ impl fmt::Display for Error {
                 id,
                 event_type,
                 seq,
-            } => write!(
-                f,
-                "session \"{id}\" contains malformed pre-react-loop {event_type} at seq {seq}"
-            ),
+            } => session_core::rules::Violation::MalformedLegacy {
+                id: id.clone(),
+                event_type,
+                seq: *seq,
+            }
+            .fmt(f),
             Error::UpgradeWithoutData {
                 id,
                 event_type,

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use session_core::event::is_known_event_type;
 use session_core::json::{self, Object, Value};
+use session_core::rules::{Upgrade, has_only_keys, is_supported_type, upgrade_turn_payload};
 use session_core::{Event, EventParts};
 
 use crate::error::{Error, LegacyKind, Result};
@@ -103,8 +103,7 @@ pub(crate) fn normalize_events(events: Vec<Event>, id: &str) -> Result<Vec<Event
     events
         .into_iter()
         .map(|event| {
-            let event = migrate_turn_start(event, id)?;
-            let event = migrate_turn_end(event, id)?;
+            let event = migrate_turn(event, id)?;
             let event = migrate_steering(event, id)?;
             let event = migrate_message(event, id, &message_ids);
             if is_message_type(event.event_type()) {
@@ -124,7 +123,7 @@ pub(crate) fn normalize_events(events: Vec<Event>, id: &str) -> Result<Vec<Event
 pub(crate) fn first_unsupported(events: &[Event]) -> Option<&Event> {
     events
         .iter()
-        .find(|e| !e.ignorable() && !is_known_event_type(e.event_type()))
+        .find(|e| !is_supported_type(e.event_type(), e.ignorable()))
 }
 
 fn is_message_type(ty: &str) -> bool {
@@ -144,18 +143,6 @@ fn message_id(event: &Event) -> Option<Value> {
         .and_then(|m| m.get("id"))
         .filter(|v| v.as_str().is_some())
         .cloned()
-}
-
-/// `id` ⊆ keys ⊆ `id ∪ optional`: every required key present, nothing outside both lists.
-fn has_only_keys(o: &Object, required: &[&str], optional: &[&str]) -> bool {
-    o.keys()
-        .all(|k| required.contains(&k) || optional.contains(&k))
-        && required.iter().all(|k| o.contains_key(k))
-}
-
-/// `Number.isSafeInteger(v) && v >= min`.
-fn safe_int_at_least(v: Option<&Value>, min: i64) -> bool {
-    v.and_then(Value::as_i64).is_some_and(|n| n >= min)
 }
 
 fn legacy_message_id(id: &str, seq: u64) -> Value {
@@ -194,143 +181,19 @@ fn malformed(id: &str, event_type: &'static str, event: &Event) -> Error {
     }
 }
 
-/// `turn/start` with a `trigger`: exactly `{turn, trigger}`, `turn >= 1`, `trigger.kind` a
-/// non-empty string; becomes `{turn}`.
-fn migrate_turn_start(event: Event, id: &str) -> Result<Event> {
-    if event.event_type() != "turn/start" {
-        return Ok(event);
-    }
-    let Some(data) = event.data().as_object() else {
-        return Ok(event);
-    };
-    if !data.contains_key("trigger") {
-        return Ok(event);
-    }
-    let trigger_kind = data
-        .get("trigger")
-        .and_then(Value::as_object)
-        .and_then(|t| t.get("kind"))
-        .and_then(Value::as_str);
-    if !safe_int_at_least(data.get("turn"), 1)
-        || !has_only_keys(data, &["turn", "trigger"], &[])
-        || trigger_kind.is_none_or(str::is_empty)
-    {
-        return Err(malformed(id, "turn/start", &event));
-    }
-    let turn = data.get("turn").cloned().unwrap_or_default();
-    let migrated = rebuild(&event, None, Value::object([("turn", turn)]));
-    Ok(migrated)
-}
-
-/// `turn/end`: exactly `{turn, reason}` with `turn >= 1` and a string `reason.kind`; retired
-/// reason shapes are upgraded, current ones checked, unknown kinds passed through.
-fn migrate_turn_end(event: Event, id: &str) -> Result<Event> {
-    if event.event_type() != "turn/end" {
-        return Ok(event);
-    }
-    let Some(data) = event.data().as_object() else {
-        return Ok(event);
-    };
-    let bad = || Err(malformed(id, "turn/end", &event));
-    let reason = data.get("reason").and_then(Value::as_object);
-    let kind = reason.and_then(|r| r.get("kind")).and_then(Value::as_str);
-    let (Some(reason), Some(kind)) = (reason, kind) else {
-        return bad();
-    };
-    if !safe_int_at_least(data.get("turn"), 1) || !has_only_keys(data, &["turn", "reason"], &[]) {
-        return bad();
-    }
-    let current = match kind {
-        "completed" | "blocked" | "max-tokens" | "interrupted" => {
-            if !has_only_keys(reason, &["kind"], &[]) {
-                return bad();
-            }
-            return Ok(event);
-        }
-        "aborted" => {
-            if reason.contains_key("reason") {
-                return Ok(event);
-            }
-            if !has_only_keys(reason, &["kind"], &[]) {
-                return bad();
-            }
-            Value::object([
-                ("kind", Value::from("aborted")),
-                ("reason", Value::object([("kind", Value::from("legacy"))])),
-            ])
-        }
-        "disposed" => {
-            if !has_only_keys(reason, &["kind"], &[]) {
-                return bad();
-            }
-            Value::object([
-                ("kind", Value::from("aborted")),
-                ("reason", Value::object([("kind", Value::from("disposed"))])),
-            ])
-        }
-        "error" => {
-            if reason.contains_key("error") {
-                return Ok(event);
-            }
-            if !safe_int_at_least(reason.get("step"), 0) {
-                return bad();
-            }
-            if let Some(failure) = legacy_failure(reason) {
-                Value::object([
-                    ("kind", Value::from("error")),
-                    ("error", Value::Object(failure.clone())),
-                ])
-            } else {
-                let code = reason.get("code");
-                let keys: &[&str] = if code.is_none() {
-                    &["kind", "step", "message"]
-                } else {
-                    &["kind", "step", "message", "code"]
-                };
-                let message = reason.get("message").filter(|m| m.as_str().is_some());
-                let (true, Some(message)) = (has_only_keys(reason, keys, &[]), message) else {
-                    return bad();
-                };
-                let code = match code {
-                    None => Value::from("UNKNOWN"),
-                    Some(c) if c.as_str().is_some() => c.clone(),
-                    Some(_) => return bad(),
-                };
-                Value::object([
-                    ("kind", Value::from("error")),
-                    (
-                        "error",
-                        Value::object([("message", message.clone()), ("code", code)]),
-                    ),
-                ])
-            }
-        }
+/// `turn/start` and `turn/end`: the read-time upgrade of `session_core::rules` (a retired
+/// shape is migrated, a malformed one refused, a current one kept).
+fn migrate_turn(event: Event, id: &str) -> Result<Event> {
+    let event_type = match event.event_type() {
+        "turn/start" => "turn/start",
+        "turn/end" => "turn/end",
         _ => return Ok(event),
     };
-    let data = Value::Object(data.with("reason", current));
-    Ok(rebuild(&event, None, data))
-}
-
-/// The `failure` record of a retired `error` reason, when the reason has exactly the keys
-/// `{kind, step, failure}` and the failure is `{message, code, status?,
-/// providerRetryAfterMs?, requestId?}` with the right types.
-fn legacy_failure(reason: &Object) -> Option<&Object> {
-    let failure = reason.get("failure")?.as_object()?;
-    let typed = |k: &str, ok: fn(&Value) -> bool| failure.get(k).is_none_or(ok);
-    let is_string = |v: &Value| v.as_str().is_some();
-    let is_number = |v: &Value| v.as_number().is_some();
-    (has_only_keys(reason, &["kind", "step", "failure"], &[])
-        && has_only_keys(
-            failure,
-            &["message", "code"],
-            &["status", "providerRetryAfterMs", "requestId"],
-        )
-        && failure.get("message").is_some_and(is_string)
-        && failure.get("code").is_some_and(is_string)
-        && typed("status", is_number)
-        && typed("providerRetryAfterMs", is_number)
-        && typed("requestId", is_string))
-    .then_some(failure)
+    match upgrade_turn_payload(event_type, event.data()) {
+        Upgrade::Current => Ok(event),
+        Upgrade::Upgraded(data) => Ok(rebuild(&event, None, data)),
+        Upgrade::Malformed => Err(malformed(id, event_type, &event)),
+    }
 }
 
 /// `steering/message` becomes `user/message`: `{turn, message}` unwraps the message;

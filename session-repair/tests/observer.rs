@@ -174,7 +174,7 @@ fn directly_emitted_repeated_seq_is_rejected() {
     let invariant = InvariantObserver::new();
     let s = shared("s");
     s.observe(Arc::new(InvariantObserver::new()));
-    let first = s.append(draft("plugin/x", "{}")).unwrap();
+    let first = s.append(draft("feedback/record", "{}")).unwrap();
     invariant.track_shared(&s).unwrap();
     let err = invariant.event(&s, &first).unwrap_err();
     assert_eq!(

@@ -82,6 +82,10 @@ pub enum Error {
         /// What is wrong.
         problem: ShapeProblem,
     },
+    /// A new event that a reader would refuse or rewrite (`session_core::rules`): a retired
+    /// type or turn shape, an unknown type without `ignorable`, a packed-row storage tag, an
+    /// unsafe `time`. The message is the reader's where it has one.
+    Rule(session_core::rules::Violation),
     /// A surface transition was refused (§3.2); the message is the surface's, unwrapped.
     Surface(SurfaceError),
     /// A pre-commit hook vetoed the append; the message is the hook's.
@@ -162,6 +166,7 @@ impl fmt::Display for Error {
                 "session append cannot reenter while another append is being published",
             ),
             Error::MessageShape { subject, problem } => write!(f, "{subject} {problem}"),
+            Error::Rule(e) => write!(f, "{e}"),
             Error::Surface(e) => write!(f, "{e}"),
             Error::Vetoed(e) => write!(f, "{e}"),
             Error::SeedNotLossless { index } => write!(

@@ -7,6 +7,18 @@
 //! [`Messages`], [`Transcript`], and [`SharedSession`] (observers with a pre-commit veto and
 //! contained post-commit listeners). [`fold_surface`] replays a whole log.
 //!
+//! # Validation
+//!
+//! [`Session::append`] applies every rule a reader applies to a stored event, in the reader's
+//! order and with its message (decision 5 of the port: a log that can be appended but not
+//! reloaded is a defect): the JSON rules and retired request-header shapes (§2.2), the rules of
+//! `session_core::rules` (retired types, pre-react-loop turn shapes, a `turn/start` turn its
+//! crash closer could not carry, unknown types without [`Draft::ignorable`], packed-row
+//! storage tags, a safe `time`), the request-header and message shapes of the seed path
+//! (§2.8, §2.9), then the surface rules (§3.2). Seeds of already-stored events
+//! ([`Session::create_from_events`], [`Session::from_restore_events`], fork children) are
+//! exempt from the stricter append JSON rules (decision 3 applies to new drafts only).
+//!
 //! # Key design decision
 //!
 //! Everything derived from the log is updated eagerly when an event is committed and kept in

@@ -9,7 +9,10 @@ use session_core::json::{self, Value};
 use session_core::request::{
     RequestContextFold, RequestHeaderFold, check_request_header_shape, is_legacy_fallback_header,
 };
-use session_core::{Event, Events, Log, SessionHeader, SharedClock, push_back_sealed};
+use session_core::rules;
+use session_core::{
+    Event, EventParts, Events, KeyOrder, Log, SessionHeader, SharedClock, push_back_sealed,
+};
 
 use crate::derive::{Messages, derive_event_message};
 use crate::error::{Error, Result, ShapeProblem};
@@ -30,6 +33,10 @@ pub struct Draft {
     pub surface_op: Option<Value>,
     /// `opts.sourceEventSeqs`, when given.
     pub source_event_seqs: Option<Value>,
+    /// Whether the event carries `ignorable: true` (a reader hint: safe to skip when the type
+    /// is unknown). An event of a type outside the known vocabulary is refused unless it is
+    /// marked ignorable, since readers refuse it otherwise.
+    pub ignorable: bool,
 }
 
 impl Draft {
@@ -40,7 +47,15 @@ impl Draft {
             data,
             surface_op: None,
             source_event_seqs: None,
+            ignorable: false,
         }
+    }
+
+    /// Marks the event `ignorable: true` (serialized last, after the surface metadata).
+    #[must_use]
+    pub fn ignorable(mut self) -> Draft {
+        self.ignorable = true;
+        self
     }
 
     /// Sets `surfaceOp: "append"`.
@@ -100,6 +115,7 @@ pub(crate) struct Prepared {
     data: Value,
     surface_op: Option<Value>,
     source_event_seqs: Option<Value>,
+    ignorable: bool,
 }
 
 /// A draft whose JSON values have been checked and frozen once (§2.2 steps 1–4, the checks
@@ -205,8 +221,13 @@ impl Session {
         )
     }
 
-    /// Snapshot mode from already-built events (fork children): every event is revalidated
-    /// like a seed entry, and shared rather than copied.
+    /// Snapshot mode from already-built events (fork children, a stored log rebuilt as a
+    /// session): every event is revalidated like a seed entry (envelope, shapes, contiguity,
+    /// surface) and shared rather than copied. The events are data that was already accepted,
+    /// so the stricter JSON rules of a live append (decision 3: `-0`, non-finite numbers,
+    /// integers beyond 2^53) do not refuse them: numbers that JavaScript would respell are
+    /// respelled and everything else is kept as it is (`Event::snapshot_for_seed`). A log that
+    /// loads therefore also forks and rebuilds.
     pub fn create_from_events(
         id: impl Into<Arc<str>>,
         seed: Option<Events>,
@@ -300,10 +321,10 @@ impl Session {
             }
             Some(Seed::Events(events)) => {
                 for (index, event) in events.iter().enumerate() {
+                    // Events are stored data (a fork prefix, a stored log): the stricter rules
+                    // of a live append do not apply to them (see `Event::snapshot_for_seed`).
                     let event = match mode {
-                        SeedMode::Snapshot => event
-                            .snapshot_for_append()
-                            .ok_or(Error::SeedNotLossless { index })?,
+                        SeedMode::Snapshot => event.snapshot_for_seed(),
                         SeedMode::Restore => event.clone(),
                     };
                     if event.event_type() == "request/header-delta" {
@@ -466,6 +487,7 @@ impl Session {
             data,
             surface_op,
             source_event_seqs,
+            ignorable,
         } = draft;
         let Some(data) = json::snapshot_for_append(&data) else {
             return Err(Error::NonJsonData { ty: ty.to_string() });
@@ -491,13 +513,24 @@ impl Session {
             data,
             surface_op,
             source_event_seqs,
+            ignorable,
         })
     }
 
-    /// §2.2 steps 6–7 (with the message-shape check of decision 5): builds the frozen
-    /// candidate and plans its surface transition. Changes nothing.
+    /// §2.2 steps 6–7, with every rule a reader applies to a stored event (decision 5): the
+    /// rules of `session_core::rules` (retired types, the turn upgrades, known types,
+    /// storage tags), the request-header and message shapes, the envelope's `time`, then the
+    /// surface plan. Builds the frozen candidate; changes nothing.
     pub(crate) fn candidate(&self, prepared: Prepared) -> Result<Candidate> {
         let seq = self.log.next_seq();
+        rules::check_new_event(
+            &self.id,
+            &prepared.ty,
+            &prepared.data,
+            seq,
+            prepared.ignorable,
+        )
+        .map_err(Error::Rule)?;
         if &*prepared.ty == "request/header" {
             check_request_header_shape(&prepared.data).map_err(|issue| {
                 Error::RequestHeaderShape {
@@ -512,13 +545,25 @@ impl Session {
                 problem,
             });
         }
-        let event = Event::appended(
-            prepared.ty,
-            seq,
-            self.clock.now_ms(),
-            prepared.data,
-            prepared.source_event_seqs,
-            prepared.surface_op,
+        let time = self.clock.now_ms();
+        if !rules::is_safe_time(time) {
+            return Err(Error::Rule(rules::Violation::UnsafeTime {
+                id: self.id.to_string(),
+                seq,
+                time,
+            }));
+        }
+        let event = Event::from_parts(
+            EventParts {
+                ty: prepared.ty,
+                seq,
+                time,
+                data: prepared.data,
+                surface_op: prepared.surface_op,
+                source_event_seqs: prepared.source_event_seqs,
+                ignorable: prepared.ignorable,
+            },
+            KeyOrder::APPEND,
         );
         let log = &self.log;
         let plan = self.surface.plan(&event, &|s| log.get(s).cloned())?;
@@ -584,20 +629,20 @@ impl Session {
         }
     }
 
-    /// Whether the first `len` events are in append form, i.e. a snapshot-mode seed would take
-    /// each of them as it is (the same frozen object). Events appended live or seeded in
-    /// snapshot mode always are; events kept as read in restore mode are checked once.
-    fn prefix_in_append_form(&self, len: usize) -> bool {
+    /// Whether the first `len` events are in seed form, i.e. a seed of events
+    /// ([`Session::create_from_events`]) would take each of them as it is (the same frozen
+    /// object). Events appended live or seeded in snapshot mode always are; events kept as
+    /// read in restore mode are checked once.
+    fn prefix_in_seed_form(&self, len: usize) -> bool {
         if self.restored_len == 0 || len == 0 {
             return true;
         }
         let restored = usize::try_from(self.restored_len).unwrap_or(usize::MAX);
         *self.restored_clean.get_or_init(|| {
-            self.log.iter().take(restored).all(|event| {
-                event
-                    .snapshot_for_append()
-                    .is_some_and(|snapshot| snapshot.ptr_eq(event))
-            })
+            self.log
+                .iter()
+                .take(restored)
+                .all(|event| event.snapshot_for_seed().ptr_eq(event))
         })
     }
 
@@ -613,8 +658,8 @@ impl Session {
     /// checkpoint at or before the boundary, brought forward over fewer than 1,024 events. Cost:
     /// O(log n). The header is validated and the `session/end-seed` marker appended as in
     /// [`Session::create_from_events`]. Events that this session kept as read in restore mode
-    /// and that a snapshot seed would rewrite (non-canonical number spellings) or refuse make
-    /// the child go through the validating path instead, so the result is the same either way.
+    /// and that a seed of events would respell (non-canonical number spellings) make the child
+    /// go through the validating path instead, so the result is the same either way.
     pub fn fork_child(
         &self,
         seed_length: usize,
@@ -623,7 +668,7 @@ impl Session {
         clock: SharedClock,
     ) -> Result<Session> {
         let id = id.into();
-        let shared = if seed_length <= self.log.len() && self.prefix_in_append_form(seed_length) {
+        let shared = if seed_length <= self.log.len() && self.prefix_in_seed_form(seed_length) {
             self.state_at(seed_length, id.clone(), clock.clone())
         } else {
             None

@@ -43,7 +43,7 @@ fn cache_equals_fresh_replay_at_every_step() {
         .append_op(),
         Draft::new("assistant/message", assistant_text("a", "hi")).append_op(),
         log_only("step/end", r#"{"turn":1,"step":1}"#),
-        log_only("turn/end", r#"{"turn":1}"#),
+        log_only("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
     ];
     same(&s.derive_messages(), &replay(&s));
     for draft in steps {

@@ -394,8 +394,8 @@ fn append_rejects_non_json_numbers() {
         r#"{"deep":{"x":-0.0}}"#,
     ] {
         assert_eq!(
-            err(s.append(Draft::new("plugin/x", v(data)))),
-            r#"session event "plugin/x" carries non-JSON-serializable data"#,
+            err(s.append(Draft::new("feedback/record", v(data)))),
+            r#"session event "feedback/record" carries non-JSON-serializable data"#,
             "{data}"
         );
     }
@@ -419,7 +419,7 @@ fn dense_arrays_and_objects_are_accepted() {
     // session-core §8.1 #19
     let mut s = session();
     let data = v(r#"{"a":[[1,2],[{"b":[true,null,"x"]}]],"c":{"d":{}}}"#);
-    let e = push(&mut s, Draft::new("plugin/x", data.clone()));
+    let e = push(&mut s, Draft::new("feedback/record", data.clone()));
     assert_eq!(e.data(), &data);
 }
 
@@ -583,7 +583,7 @@ fn appended_data_is_owned_by_the_session() {
     // session-core §8.1 #33
     let mut s = session();
     let mut data = v(r#"{"a":1}"#);
-    let e = push(&mut s, Draft::new("plugin/x", data.clone()));
+    let e = push(&mut s, Draft::new("feedback/record", data.clone()));
     data = v(r#"{"a":2}"#);
     assert_eq!(data.to_json(), r#"{"a":2}"#);
     assert_eq!(e.data().to_json(), r#"{"a":1}"#);
@@ -594,7 +594,10 @@ fn appended_data_is_owned_by_the_session() {
 fn append_value_is_stored_as_given() {
     // session-core §8.1 #34 [JS getter]: the stored value is the given one.
     let mut s = session();
-    let e = push(&mut s, Draft::new("plugin/x", v(r#"{"value":"accepted"}"#)));
+    let e = push(
+        &mut s,
+        Draft::new("feedback/record", v(r#"{"value":"accepted"}"#)),
+    );
     assert_eq!(e.data().to_json(), r#"{"value":"accepted"}"#);
 }
 
@@ -724,7 +727,10 @@ fn events_snapshot_is_frozen() {
     let a = s.events();
     let b = s.events();
     assert_eq!(a, b);
-    push(&mut s, log_only("turn/end", r#"{"turn":1}"#));
+    push(
+        &mut s,
+        log_only("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    );
     assert_eq!(a.len(), 1);
     assert_eq!(s.events().len(), 2);
 }
@@ -986,13 +992,17 @@ fn create_from_events_shares_and_revalidates() {
         clock(),
     )
     .unwrap();
+    // Stored events are exempt from the append JSON rules: the `-0` a log holds is kept (a
+    // log that loads also forks), while a seed of values is new data and refuses it.
+    let child = Session::create_from_events("c", Some(restored.events()), None, clock()).unwrap();
+    assert!(child.event(0).unwrap().ptr_eq(restored.event(0).unwrap()));
     assert_eq!(
-        err(Session::create_from_events(
-            "c",
-            Some(restored.events()),
-            None,
-            clock()
-        )),
+        child.event(0).unwrap().to_json(),
+        r#"{"type":"plugin/x","seq":0,"time":0,"data":-0}"#
+    );
+    let values = vec![restored.event(0).unwrap().to_value()];
+    assert_eq!(
+        err(Session::create("c", Some(values), None, clock())),
         "seed event at index 0 is not losslessly JSON-serializable"
     );
 }
@@ -1033,7 +1043,9 @@ fn append_with_veto_changes_nothing() {
     assert_eq!(s.replace_generation(), 0);
     assert_eq!(s.seq(), 1);
     let e = s
-        .append_with(Draft::new("plugin/x", Value::Null), &mut |_, _| Ok(()))
+        .append_with(Draft::new("feedback/record", Value::Null), &mut |_, _| {
+            Ok(())
+        })
         .unwrap();
     assert_eq!(e.seq(), 1);
 }

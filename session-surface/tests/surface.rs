@@ -504,7 +504,10 @@ fn basic_turn() -> Session {
         &mut s,
         Draft::new("assistant/message", assistant_text("a", "hi")).append_op(),
     );
-    push(&mut s, log_only("turn/end", r#"{"turn":1}"#));
+    push(
+        &mut s,
+        log_only("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    );
     s
 }
 
@@ -523,7 +526,10 @@ fn turn_and_step_events_only() {
     push(&mut s, log_only("turn/start", r#"{"turn":1}"#));
     push(&mut s, log_only("step/start", r#"{"turn":1,"step":1}"#));
     push(&mut s, log_only("step/end", r#"{"turn":1,"step":1}"#));
-    push(&mut s, log_only("turn/end", r#"{"turn":1}"#));
+    push(
+        &mut s,
+        log_only("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    );
     assert!(s.surface().nodes().is_empty());
     assert!(s.derive_messages().is_empty());
 }
@@ -804,7 +810,10 @@ fn chunks_and_boundaries_are_excluded() {
         Draft::new("assistant/message", assistant_text("a", "hi")).append_op(),
     );
     push(&mut s, log_only("step/end", r#"{"turn":1,"step":1}"#));
-    push(&mut s, log_only("turn/end", r#"{"turn":1}"#));
+    push(
+        &mut s,
+        log_only("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    );
     assert_eq!(s.derive_messages().len(), 2);
 }
 

@@ -58,6 +58,8 @@ impl Record {
         let mut draft = Draft::new(self.ty.clone(), self.data.clone());
         draft.surface_op.clone_from(&self.surface_op);
         draft.source_event_seqs.clone_from(&self.sources);
+        // Plugin events of unknown types are marked ignorable, as readers require.
+        draft.ignorable = !session_core::event::is_known_event_type(&self.ty);
         draft
     }
 }

@@ -189,15 +189,36 @@ pub fn string_value(v: &str) -> Arc<str> {
     }
 }
 
+/// The deepest nesting of non-empty containers a value may have to be appendable: a stored
+/// event line wraps it in one more object, and readers refuse lines nested deeper than
+/// [`MAX_DEPTH`].
+pub const MAX_APPEND_DEPTH: usize = MAX_DEPTH - 1;
+
 /// Whether a live `append` may accept `v`: every number finite, not `-0`, and not an integer
-/// literal outside ±(2^53 − 1). Strings, arrays and objects are always acceptable.
+/// literal outside ±(2^53 − 1), and non-empty containers nested at most [`MAX_APPEND_DEPTH`]
+/// deep (so that the stored line reads back).
 pub fn is_appendable(v: &Value) -> bool {
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
+    appendable_below(v, 0)
+}
+
+/// [`is_appendable`] for a value nested inside `depth` non-empty containers.
+fn appendable_below(v: &Value, depth: usize) -> bool {
+    let mut stack = vec![(v, depth)];
+    while let Some((v, depth)) = stack.pop() {
         match v {
             Value::Number(n) if !n.is_appendable() => return false,
-            Value::Array(items) => stack.extend(items.iter()),
-            Value::Object(o) => stack.extend(o.entries().iter().map(|(_, v)| v)),
+            Value::Array(items) if !items.is_empty() => {
+                if depth >= MAX_APPEND_DEPTH {
+                    return false;
+                }
+                stack.extend(items.iter().map(|i| (i, depth + 1)));
+            }
+            Value::Object(o) if !o.is_empty() => {
+                if depth >= MAX_APPEND_DEPTH {
+                    return false;
+                }
+                stack.extend(o.entries().iter().map(|(_, v)| (v, depth + 1)));
+            }
             _ => {}
         }
     }
@@ -212,7 +233,31 @@ pub fn snapshot_for_append(v: &Value) -> Option<Value> {
     if !append_scan(v, 0)? {
         return Some(v.clone());
     }
-    Some(canonicalize(v))
+    Some(canonicalize(v, Number::is_verbatim))
+}
+
+/// The value a seed of already-stored events keeps for `v` (a fork child, a rebuilt
+/// session): never refused, since the stricter rules of a live `append` apply to new data only.
+/// Numbers that JavaScript reads back as themselves but spells differently (`1E2`, `1.0`,
+/// an integer beyond 2^53 that rounds) are respelled as `JSON.parse` then `JSON.stringify`
+/// would; `-0` and non-finite literals, which JavaScript cannot write back, keep the spelling
+/// they were read with. `v` itself (shared, not copied) when nothing changes.
+#[must_use]
+pub fn snapshot_for_seed(v: &Value) -> Value {
+    if !seed_respells(v) {
+        return v.clone();
+    }
+    canonicalize(v, is_respellable)
+}
+
+/// Whether [`snapshot_for_seed`] changes `v`.
+pub fn seed_respells(v: &Value) -> bool {
+    has_number(v, is_respellable)
+}
+
+/// A verbatim number whose JavaScript spelling reads back as the same number.
+fn is_respellable(n: &Number) -> bool {
+    n.is_verbatim() && n.is_finite() && !n.is_negative_zero()
 }
 
 /// How deep [`append_scan`] recurses before it continues with an explicit stack.
@@ -239,8 +284,8 @@ fn append_scan(v: &Value, depth: usize) -> Option<bool> {
             Some(verbatim)
         }
         Value::Array(_) | Value::Object(_) => {
-            if is_appendable(v) {
-                Some(has_verbatim_number(v))
+            if appendable_below(v, depth) {
+                Some(has_number(v, Number::is_verbatim))
             } else {
                 None
             }
@@ -249,11 +294,12 @@ fn append_scan(v: &Value, depth: usize) -> Option<bool> {
     }
 }
 
-fn has_verbatim_number(v: &Value) -> bool {
+/// Whether `v` holds a number for which `pick` is true.
+fn has_number(v: &Value, pick: fn(&Number) -> bool) -> bool {
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
         match v {
-            Value::Number(n) if n.is_verbatim() => return true,
+            Value::Number(n) if pick(n) => return true,
             Value::Array(items) => stack.extend(items.iter()),
             Value::Object(o) => stack.extend(o.entries().iter().map(|(_, v)| v)),
             _ => {}
@@ -262,8 +308,9 @@ fn has_verbatim_number(v: &Value) -> bool {
     false
 }
 
-/// Rebuilds `v` with every number in JavaScript spelling (post-order, iterative).
-fn canonicalize(v: &Value) -> Value {
+/// Rebuilds `v` with every number for which `pick` is true in JavaScript spelling
+/// (post-order, iterative; subtrees without such numbers are shared).
+fn canonicalize(v: &Value, pick: fn(&Number) -> bool) -> Value {
     enum Task<'a> {
         Visit(&'a Value),
         BuildArray(usize),
@@ -274,14 +321,14 @@ fn canonicalize(v: &Value) -> Value {
     while let Some(t) = tasks.pop() {
         match t {
             Task::Visit(v) => match v {
-                Value::Number(n) => done.push(Value::Number(n.canonical())),
-                Value::Array(items) if has_verbatim_number(v) => {
+                Value::Number(n) if pick(n) => done.push(Value::Number(n.canonical())),
+                Value::Array(items) if has_number(v, pick) => {
                     tasks.push(Task::BuildArray(items.len()));
                     for item in items.iter().rev() {
                         tasks.push(Task::Visit(item));
                     }
                 }
-                Value::Object(o) if has_verbatim_number(v) => {
+                Value::Object(o) if has_number(v, pick) => {
                     tasks.push(Task::BuildObject(o));
                     for (_, item) in o.entries().iter().rev() {
                         tasks.push(Task::Visit(item));

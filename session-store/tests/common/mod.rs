@@ -73,7 +73,7 @@ pub fn user(id: &str, text: &str) -> Draft {
 }
 
 pub fn plugin(n: u64) -> Draft {
-    Draft::new("plugin/thing", json(&format!(r#"{{"n":{n}}}"#)))
+    Draft::new("plugin/thing", json(&format!(r#"{{"n":{n}}}"#))).ignorable()
 }
 
 /// A simple closed-turn seed: turn/start, user/message, turn/end.
