@@ -266,7 +266,14 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
         Ok(())
     };
     let hint = |accepted: &Accepted, cause: &(dyn std::error::Error + 'static)| {
-        flush_failure_hint(&store, &session.id(), session.seq(), accepted, create, cause)
+        flush_failure_hint(
+            &store,
+            &session.id(),
+            session.seq(),
+            accepted,
+            create,
+            cause,
+        )
     };
     let tally = store.block_on(async {
         let mut err = std::io::stderr();

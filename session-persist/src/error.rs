@@ -695,6 +695,19 @@ impl Error {
         }
     }
 
+    /// The `code` of any link of an error's cause chain: [`Error::code`] for our errors, the
+    /// `ZSTD_ErrorCode` name for a libzstd decoder failure
+    /// ([`crate::jsonl::ZstdDecodeError`], inside an `io::Error`).
+    pub fn code_of(err: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+        if let Some(ours) = err.downcast_ref::<Error>() {
+            return ours.code();
+        }
+        err.downcast_ref::<io::Error>()
+            .and_then(io::Error::get_ref)
+            .and_then(|inner| inner.downcast_ref::<crate::jsonl::ZstdDecodeError>())
+            .and_then(crate::jsonl::ZstdDecodeError::code_name)
+    }
+
     /// The artifact location of a format refusal, when known.
     pub fn location(&self) -> Option<&Location> {
         match self {

@@ -49,7 +49,7 @@ fn actual_error(err: &(dyn std::error::Error + 'static), want: &Value, root: &Pa
         ("name", Value::from(ours.map_or("Error", Error::name))),
         ("message", Value::from(rootless(&err.to_string(), root))),
     ];
-    if let Some(code) = ours.and_then(Error::code) {
+    if let Some(code) = Error::code_of(err) {
         entries.push(("code", Value::from(code)));
     }
     if let Some(want_cause) = want.get("cause") {

@@ -311,8 +311,104 @@ pub(crate) fn scan_frames(
 }
 
 fn zstd_error(code: usize) -> io::Error {
-    io::Error::other(zstd_safe::get_error_name(code))
+    io::Error::other(ZstdDecodeError { code })
 }
+
+/// A libzstd decoder failure: the source of an [`Error::ZstdFrame`] (inside its `io::Error`).
+/// `Display` is libzstd's text (`Restored data doesn't match checksum`); [`Self::code_name`] is
+/// the name of its `ZSTD_ErrorCode`, which the reference's errors carry as `code`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZstdDecodeError {
+    /// libzstd's error result (a `size_t` that `ZSTD_isError` accepts).
+    pub code: usize,
+}
+
+impl ZstdDecodeError {
+    /// The `ZSTD_ErrorCode` name, as Node's zlib reports it (`ZSTD_error_checksum_wrong`);
+    /// `None` for a code this table does not know.
+    pub fn code_name(&self) -> Option<&'static str> {
+        use zstd_safe::zstd_sys::ZSTD_ErrorCode as C;
+        // zstd_errors.h: the codes a decoder can return. The table is written out because the
+        // bindings give no safe way from a number to the enum.
+        const NAMES: [(C, &str); 20] = [
+            (C::ZSTD_error_GENERIC, "ZSTD_error_GENERIC"),
+            (C::ZSTD_error_prefix_unknown, "ZSTD_error_prefix_unknown"),
+            (
+                C::ZSTD_error_version_unsupported,
+                "ZSTD_error_version_unsupported",
+            ),
+            (
+                C::ZSTD_error_frameParameter_unsupported,
+                "ZSTD_error_frameParameter_unsupported",
+            ),
+            (
+                C::ZSTD_error_frameParameter_windowTooLarge,
+                "ZSTD_error_frameParameter_windowTooLarge",
+            ),
+            (
+                C::ZSTD_error_corruption_detected,
+                "ZSTD_error_corruption_detected",
+            ),
+            (C::ZSTD_error_checksum_wrong, "ZSTD_error_checksum_wrong"),
+            (
+                C::ZSTD_error_literals_headerWrong,
+                "ZSTD_error_literals_headerWrong",
+            ),
+            (
+                C::ZSTD_error_dictionary_corrupted,
+                "ZSTD_error_dictionary_corrupted",
+            ),
+            (
+                C::ZSTD_error_dictionary_wrong,
+                "ZSTD_error_dictionary_wrong",
+            ),
+            (
+                C::ZSTD_error_parameter_unsupported,
+                "ZSTD_error_parameter_unsupported",
+            ),
+            (
+                C::ZSTD_error_parameter_outOfBound,
+                "ZSTD_error_parameter_outOfBound",
+            ),
+            (
+                C::ZSTD_error_tableLog_tooLarge,
+                "ZSTD_error_tableLog_tooLarge",
+            ),
+            (
+                C::ZSTD_error_maxSymbolValue_tooLarge,
+                "ZSTD_error_maxSymbolValue_tooLarge",
+            ),
+            (C::ZSTD_error_stage_wrong, "ZSTD_error_stage_wrong"),
+            (C::ZSTD_error_init_missing, "ZSTD_error_init_missing"),
+            (
+                C::ZSTD_error_memory_allocation,
+                "ZSTD_error_memory_allocation",
+            ),
+            (
+                C::ZSTD_error_workSpace_tooSmall,
+                "ZSTD_error_workSpace_tooSmall",
+            ),
+            (
+                C::ZSTD_error_dstSize_tooSmall,
+                "ZSTD_error_dstSize_tooSmall",
+            ),
+            (C::ZSTD_error_srcSize_wrong, "ZSTD_error_srcSize_wrong"),
+        ];
+        let number = self.code.wrapping_neg();
+        NAMES
+            .iter()
+            .find(|(c, _)| *c as usize == number)
+            .map(|(_, name)| *name)
+    }
+}
+
+impl std::fmt::Display for ZstdDecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(zstd_safe::get_error_name(self.code))
+    }
+}
+
+impl std::error::Error for ZstdDecodeError {}
 
 /// A reusable Zstandard frame decoder: one decompression context and one output buffer for a
 /// whole log, so decoding allocates nothing per frame.

@@ -81,7 +81,7 @@ use session_core::{Event, SessionHeader};
 
 pub use frames::{
     FrameRange, FrameScan, MAX_FRAME_PLAINTEXT_BYTES, MAX_RECORD_BYTES, PlaintextLimit,
-    PlaintextLimitKind, ZSTD_LEVEL, ZSTD_MAGIC, scan_zstd_frames,
+    PlaintextLimitKind, ZSTD_LEVEL, ZSTD_MAGIC, ZstdDecodeError, scan_zstd_frames,
 };
 pub use header_line::to_header_line;
 pub use seal::SealReport;
