@@ -7,7 +7,7 @@ use session_persist::{Backend as _, Error as PersistError};
 use crate::store::Store;
 
 /// The input lines of the drafts this process appended, with the seq each got.
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Accepted {
     lines: Vec<(u64, usize)>,
 }
@@ -49,7 +49,7 @@ fn entry_not_durable(cause: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// The hint of a failed flush of session `id`, whose in-memory log holds `held` events.
-pub(crate) fn flush_failure_hint(
+pub(crate) async fn flush_failure_hint(
     store: &Store,
     id: &str,
     held: u64,
@@ -57,7 +57,8 @@ pub(crate) fn flush_failure_hint(
     created: bool,
     cause: &(dyn std::error::Error + 'static),
 ) -> String {
-    let stored = store.block_on(store.backend.load_stored(id));
+    // Runs inside the append's runtime: awaited, never blocked on.
+    let stored = store.backend.load_stored(id).await;
     let (on_disk, stored_count) = match &stored {
         Ok(Some(prefix)) if prefix.events.is_empty() => (
             format!("on disk: the header of \"{id}\", no events"),

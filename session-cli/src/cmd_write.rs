@@ -8,8 +8,10 @@ use session_core::json::Value;
 use session_core::{Event, EventParts, Events, KeyOrder, SessionHeader};
 use session_fork::fork_events;
 use session_persist::{Backend, Compression};
-use session_store::{PrepareOptions, SessionPreparation, SessionStore, SharedSession};
+use session_store::{PrepareOptions, SessionPreparation, SessionStore, SharedError, SharedSession};
 use session_surface::Draft;
+use std::future::Future;
+use std::pin::Pin;
 
 use crate::append_failure::{Accepted, flush_failure_hint};
 use crate::args::Invocation;
@@ -96,7 +98,7 @@ fn parse_line(text: &str) -> std::result::Result<Line, String> {
 }
 
 /// Builds the hint of a failed flush from what was accepted so far and the failure's cause.
-type Hint<'a> = dyn Fn(&Accepted, &(dyn std::error::Error + 'static)) -> String + 'a;
+type Hint<'a> = dyn Fn(Accepted, SharedError) -> Pin<Box<dyn Future<Output = String> + 'a>> + 'a;
 
 /// Flushes `session` and returns its acknowledgement, `{"flushed":SEQ}` (the last durable seq,
 /// `null` before the first event). A failure's hint (`hint`) says what is on disk, what is lost
@@ -107,13 +109,15 @@ async fn barrier(
     accepted: &Accepted,
     hint: &Hint<'_>,
 ) -> Result<String> {
-    sessions.flush(session).await.map_err(|e| match e {
-        session_store::Error::Listener(inner) => Error::failed(
-            format!("flush failed: {inner}"),
-            Some(hint(accepted, &*inner)),
-        ),
-        other => store_err(&other),
-    })?;
+    if let Err(e) = sessions.flush(session).await {
+        return Err(match e {
+            session_store::Error::Listener(inner) => {
+                let hint = hint(accepted.clone(), inner.clone()).await;
+                Error::failed(format!("flush failed: {inner}"), Some(hint))
+            }
+            other => store_err(&other),
+        });
+    }
     let seq = session.seq();
     let flushed = if seq == 0 { Value::Null } else { num(seq - 1) };
     Ok(obj([("flushed", flushed)]).to_json())
@@ -265,16 +269,21 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
         out.flush()?;
         Ok(())
     };
-    let hint = |accepted: &Accepted, cause: &(dyn std::error::Error + 'static)| {
-        flush_failure_hint(
-            &store,
-            &session.id(),
-            session.seq(),
-            accepted,
-            create,
-            cause,
-        )
-    };
+    let hint =
+        |accepted: Accepted, cause: SharedError| -> Pin<Box<dyn Future<Output = String> + '_>> {
+            let (store, session) = (&store, &session);
+            Box::pin(async move {
+                flush_failure_hint(
+                    store,
+                    &session.id(),
+                    session.seq(),
+                    &accepted,
+                    create,
+                    &*cause,
+                )
+                .await
+            })
+        };
     let tally = store.block_on(async {
         let mut err = std::io::stderr();
         let mut accepted = Accepted::default();
@@ -917,7 +926,7 @@ mod tests {
                     &session,
                     rx,
                     &mut accepted,
-                    &|_, _| String::new(),
+                    &|_, _| Box::pin(async { String::new() }),
                     &mut ack,
                     &mut err
                 ),
