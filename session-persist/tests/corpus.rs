@@ -1,14 +1,15 @@
-//! Golden-corpus tests at backend level: every reference-written log, crash variant and
-//! negative case of `shared/corpus`, in both encodings.
+//! Golden-corpus tests at backend level: every reference-written log and crash variant of
+//! `shared/corpus`, in both encodings. The negative and edge cases are checked through the
+//! service by the golden runner (`coordinator_corpus.rs`, `conformance::corpus`), which also
+//! compares the files `load` leaves.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 mod common;
 
 use std::path::PathBuf;
 
-use common::{
-    Doc, TempDir, copy_file, copy_tree, corpus, header, rootless, rt, texts, to_events, value_texts,
-};
+use common::{Doc, TempDir, copy_file, corpus, header, rt, texts, to_events, value_texts};
+
 use session_core::json::Value;
 use session_persist::jsonl::scan_zstd_frames;
 use session_persist::{Backend, Compression, JsonlBackend, JsonlConfig, TornMarker};
@@ -262,134 +263,4 @@ fn corpus_crash_variants_load_and_repair_identically() {
     // The corpus exercises torn tails in both encodings, including recovered zstd records.
     assert!(torn >= 60, "torn variants: {torn}");
     eprintln!("{variants} crash variants, {torn} torn, {salvaged} with recovered records");
-}
-
-/// Cases whose reference failure comes from the coordinator's validation of a cleanly stored
-/// log, not from the backend.
-const COORDINATOR_LEVEL: [&str; 3] = [
-    "legacy-request-header-delta",
-    "unknown-event-type",
-    "surface-invalid-source-seq",
-];
-
-/// Every negative and edge case: `load_stored` (and `list` where the case has a list result)
-/// gives the reference's outcome and exact error text.
-#[test]
-fn corpus_negative_cases() {
-    let rt = rt();
-    let Some(corpus) = corpus() else { return };
-    let dirs = corpus.negative_cases();
-    assert!(!dirs.is_empty(), "the corpus index lists negative cases");
-    for dir in dirs {
-        let case = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let doc = Doc::open(&dir.join("expected.json"));
-        let id = doc.str("sessionId");
-        let compression = match doc.str("backend.compression").as_str() {
-            "zstd" => Compression::Zstd,
-            _ => Compression::None,
-        };
-        let tmp = TempDir::new(&case);
-        let root = tmp.root();
-        copy_tree(&dir.join("root"), &root);
-        let backend = JsonlBackend::open(JsonlConfig::new(&root).compression(compression)).unwrap();
-        let result = rt.block_on(backend.load_stored(&id));
-        let read_from = doc.req("results.readFrom");
-        if COORDINATOR_LEVEL.contains(&case.as_str()) {
-            let stored = result.unwrap_or_else(|e| panic!("{case}: {e}")).unwrap();
-            assert!(stored.torn.is_none(), "{case}");
-            if read_from.get("ok").and_then(Value::as_bool) == Some(true) {
-                assert_eq!(
-                    texts(&stored.events),
-                    value_texts(&doc.events_at("results.readFrom.events")),
-                    "{case}"
-                );
-            }
-        } else if read_from.get("ok").and_then(Value::as_bool) == Some(true) {
-            let stored = result.unwrap_or_else(|e| panic!("{case}: {e}")).unwrap();
-            assert_eq!(
-                texts(&stored.events),
-                value_texts(&doc.events_at("results.readFrom.events")),
-                "{case}"
-            );
-            // The repair the reference's load committed, if any.
-            let changes = doc.req("fileAfterLoad").as_object().unwrap();
-            let changed: Vec<(&str, &Value)> = changes
-                .iter()
-                .filter(|(_, v)| v.get("changed").and_then(Value::as_bool) == Some(true))
-                .collect();
-            match (&stored.torn, changed.first()) {
-                (None, None) => {}
-                (Some(TornMarker::Truncate { truncate_to, .. }), Some((rel, change))) => {
-                    assert_eq!(
-                        Some(*truncate_to),
-                        change.get("truncatedTo").and_then(Value::as_u64),
-                        "{case}"
-                    );
-                    let closers =
-                        to_events(&doc.events_at("results.load.events")[stored.events.len()..]);
-                    rt.block_on(backend.commit_repair(&stored.meta, stored.torn.clone(), &closers))
-                        .unwrap();
-                    assert!(
-                        std::fs::read(root.join(rel)).unwrap()
-                            == std::fs::read(dir.join("after-load").join(rel)).unwrap(),
-                        "{case}: repaired bytes"
-                    );
-                }
-                (got, want) => panic!("{case}: marker {got:?} vs change {want:?}"),
-            }
-        } else {
-            let want = read_from.get("error").unwrap();
-            let err = match result {
-                Ok(v) => panic!("{case}: expected an error, got {v:?}"),
-                Err(e) => e,
-            };
-            assert_eq!(
-                rootless(&err.to_string(), &root),
-                want.get("message").and_then(Value::as_str).unwrap(),
-                "{case}"
-            );
-            assert_eq!(
-                err.name(),
-                want.get("name").and_then(Value::as_str).unwrap(),
-                "{case}"
-            );
-            if let Some(loc) = want.get("location") {
-                let at = err.location().unwrap();
-                assert_eq!(at.kind, "jsonl");
-                assert_eq!(
-                    rootless(&at.path.display().to_string(), &root),
-                    loc.get("path").and_then(Value::as_str).unwrap()
-                );
-            }
-            if let Some(cause) = want.get("cause") {
-                let source =
-                    std::error::Error::source(&err).unwrap_or_else(|| panic!("{case}: no cause"));
-                assert_eq!(
-                    source.to_string(),
-                    cause.get("message").and_then(Value::as_str).unwrap(),
-                    "{case}: cause"
-                );
-            }
-        }
-        if let Some(list) = doc.at("results.list") {
-            let got = rt.block_on(backend.list());
-            match list.get("error") {
-                Some(want) => {
-                    let err = got
-                        .err()
-                        .unwrap_or_else(|| panic!("{case}: list succeeded"));
-                    assert_eq!(
-                        rootless(&err.to_string(), &root),
-                        want.get("message").and_then(Value::as_str).unwrap(),
-                        "{case}: list"
-                    );
-                }
-                None => {
-                    got.unwrap();
-                }
-            }
-        }
-        // Nothing here may change a file except the repairs above.
-        drop(backend);
-    }
 }
