@@ -129,7 +129,8 @@ impl CoordInner {
                 return Err(Error::AlreadyTracked { id: id.to_string() });
             }
         }
-        if self.backend.load_stored(&id).await?.is_some() {
+        // Existence only: the revision lookup answers it without reading the log.
+        if self.backend.read_stored_revision(&id).await?.is_some() {
             return Err(Error::AlreadyPersisted { id: id.to_string() });
         }
         self.open_for_writing(&meta, None).await?;
