@@ -218,7 +218,7 @@ impl Persistence {
         }));
         *lock(&self.inner.subscriptions) = subs;
         for session in store.list() {
-            let _ = self.inner.init_for(&session);
+            self.inner.seed_live(&session);
         }
     }
 

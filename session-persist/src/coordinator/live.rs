@@ -2,7 +2,7 @@
 //! (`onCreated`: adoption of a stored prefix and the collision rules), and its flush.
 
 use std::sync::atomic::AtomicU8;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, MutexGuard, Weak};
 
 use session_core::json::Value;
 use session_core::{Event, Events, SessionHeader};
@@ -153,6 +153,30 @@ impl CoordInner {
             core.live.entry(id).or_default().push(entry.clone());
             return Ok(entry);
         }
+        Ok(self.start_unprepared(core, session, seed))
+    }
+
+    /// HMR seeding: gives a session that was already live when this service was built its
+    /// controller, and starts its `onCreated`. Only a reserved preparation can refuse a session
+    /// ([`CoordInner::init_for`]) and a service being built holds none, so this cannot fail.
+    pub(super) fn seed_live(self: &Arc<Self>, session: &SharedSession) {
+        let seed = session.events();
+        let core = self.core();
+        debug_assert_eq!(self.pool.len(), 0, "seeding runs before any preparation");
+        if core.live_entry(session).is_none() {
+            self.start_unprepared(core, session, seed);
+        }
+    }
+
+    /// Registers the controller of a session with no reserved preparation and queues its
+    /// `onCreated` in its chain (`core` is released before queueing).
+    fn start_unprepared(
+        self: &Arc<Self>,
+        mut core: MutexGuard<'_, Core>,
+        session: &SharedSession,
+        seed: Events,
+    ) -> LiveEntry {
+        let id = session.id();
         let (resolver, init) = promise();
         let entry = LiveEntry {
             session: session.clone(),
@@ -169,7 +193,7 @@ impl CoordInner {
             move |me| async move { me.on_created(&owner, seed).await },
             move |outcome| resolver.settle(outcome.map_err(Arc::new)),
         );
-        Ok(entry)
+        entry
     }
 
     pub(super) fn write_behind(

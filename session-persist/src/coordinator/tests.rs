@@ -1,17 +1,16 @@
 use std::sync::Arc;
-
-use session_core::Event;
-use session_core::json::Value;
 use std::time::Duration;
 
+use session_core::json::Value;
+use session_core::{Event, FixedClock};
 use session_store::{PrepareOptions, SessionStore};
+use session_surface::Draft;
 
 use super::live::approx_json_len;
 use super::state::{Retirement, SessionState};
 use super::{Persistence, PersistenceOptions};
 use crate::memory::MemoryBackend;
 use crate::promise::promise;
-use session_core::FixedClock;
 
 fn ev(text: &str) -> Event {
     Event::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
@@ -154,4 +153,54 @@ fn the_size_estimate_counts_every_level_of_a_deep_payload() {
     let len = approx_json_len(&ev(&line));
     assert!(len >= 5_000 + 3 * depth, "{len}");
     assert!(len < 5_000 + 4 * depth + 100, "{len}");
+}
+
+// HMR seeding cannot refuse a session (a service being built holds no preparation), and what
+// its `onCreated` finds is not lost: a session live before the service was built, colliding
+// with a stored log at another cwd, gets a controller and its flush reports the collision.
+#[tokio::test]
+async fn a_seeded_session_reports_its_initialization_error_on_flush() {
+    let store = SessionStore::new(Arc::new(FixedClock::new(5)));
+    let options = PrepareOptions {
+        meta: Some(Value::parse(r#"{"cwd":"/elsewhere"}"#).unwrap()),
+        ..PrepareOptions::default()
+    };
+    let (session, detach) = store.create(Some("seeded"), options).unwrap();
+    let (fresh, fresh_detach) = store
+        .create(Some("fresh"), PrepareOptions::default())
+        .unwrap();
+    for s in [&session, &fresh] {
+        s.append(Draft::new(
+            "turn/start",
+            Value::parse(r#"{"turn":1}"#).unwrap(),
+        ))
+        .unwrap();
+    }
+    let backend = MemoryBackend::new();
+    let header = Value::parse(
+        r#"{"version":0,"id":"seeded","createdAt":1000,"cwd":"/proj","delegationDepth":0}"#,
+    )
+    .unwrap();
+    backend.inject("seeded", header, stored_turn());
+    let p = Persistence::new(
+        Arc::new(backend.clone()),
+        store.clone(),
+        PersistenceOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(p.live_sessions(), 2, "both live sessions were seeded");
+    let err = store.flush(&session).await.unwrap_err().to_string();
+    assert!(
+        err.contains(r#"session "seeded" is already persisted at a different cwd"#),
+        "{err}"
+    );
+    assert_eq!(
+        backend.stored_seqs("seeded"),
+        [0, 1],
+        "the stored log is untouched"
+    );
+    assert!(store.flush(&fresh).await.unwrap());
+    assert_eq!(backend.stored_seqs("fresh"), [0]);
+    detach.detach();
+    fresh_detach.detach();
 }
