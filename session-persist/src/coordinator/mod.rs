@@ -1,6 +1,7 @@
 //! The persistence coordinator (`PersistenceCoordinator`): everything between a
-//! [`SessionStore`](session_store::SessionStore) and a [`Backend`](crate::Backend) — live write-behind, per-id serialization, adoption and
-//! collision rules, cold preparation with crash repair, and teardown.
+//! [`SessionStore`](session_store::SessionStore) and a [`Backend`](crate::Backend) — live
+//! write-behind, per-id serialization, adoption and collision rules, cold preparation with
+//! crash repair, and teardown.
 //!
 //! Split by responsibility: `state` (per-id state and operation chains), `live` (live
 //! adoption and write-behind), `retire` (retirement and write ownership), `cold` (the
