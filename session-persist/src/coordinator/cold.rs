@@ -20,11 +20,6 @@ use crate::normalize::{
 use crate::preparations::{Commit, Loader};
 use crate::service::{DetailedInspection, Inspection, StoredEvents};
 
-/// `String(n)` of a JSON number (or `undefined`).
-pub(super) fn js_number(v: Option<&Value>) -> String {
-    session_core::header::js_string(v)
-}
-
 impl CoordInner {
     // ---- validation helpers ----
 
@@ -54,7 +49,7 @@ impl CoordInner {
             meta,
             FormatRefusal::Version {
                 id: meta.id.to_string(),
-                version: js_number(version),
+                version: session_core::header::js_string(version),
                 newer: version.and_then(Value::as_f64).is_some_and(|v| v > 0.0),
             },
         ))
