@@ -743,6 +743,33 @@ impl Error {
     pub fn is_io_kind(&self, kind: io::ErrorKind) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == kind)
     }
+
+    /// JavaScript's `String(err)`: `<name>: <message>` (for example `Error: disk full`).
+    pub fn js_string(&self) -> String {
+        format!("{}: {self}", self.name())
+    }
+
+    /// The error behind any [`Error::Shared`] wrappers.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::Shared(inner) => inner.root(),
+            other => other,
+        }
+    }
+
+    /// The cancellation reason, when this error is a cancellation.
+    pub fn abort_reason(&self) -> Option<&crate::cancel::AbortReason> {
+        match self.root() {
+            Error::Aborted(reason) => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+impl From<crate::cancel::AbortReason> for Error {
+    fn from(reason: crate::cancel::AbortReason) -> Error {
+        Error::Aborted(reason)
+    }
 }
 
 impl fmt::Display for Error {
@@ -1235,6 +1262,26 @@ mod tests {
             "session artifact \"/r/p/s/session.jsonl\" uses .jsonl, but this backend is \
              configured for compression \"zstd\"; use a separate root or select the matching \
              compression mode"
+        );
+    }
+
+    #[test]
+    fn js_string_and_root() {
+        let e = Error::Shared(std::sync::Arc::new(Error::NotFound { id: "s".into() }));
+        assert_eq!(e.js_string(), r#"Error: session "s" not found"#);
+        assert!(matches!(e.root(), Error::NotFound { .. }));
+        assert_eq!(
+            Error::InvalidCacheSize.js_string().split(':').next(),
+            Some("TypeError")
+        );
+        let corruption = Error::Corruption {
+            id: "s".into(),
+            cause: Box::new(Error::Backend("bad".into())),
+        };
+        assert_eq!(corruption.name(), "SessionPersistenceCorruptionError");
+        assert_eq!(
+            corruption.to_string(),
+            r#"stored session "s" failed validation: Error: bad"#
         );
     }
 }

@@ -1090,6 +1090,21 @@ impl Backend for Seeking {
     }
 }
 
+// `create` tests existence with the revision lookup alone: it never reads a stored log, so a
+// log whose read would fail still counts as persisted, and a fresh id costs no read either.
+#[tokio::test]
+async fn create_checks_existence_without_reading_the_log() {
+    let backend = mem();
+    one_turn(&backend, "on-disk");
+    let (p, _) = with(&backend, &store());
+    backend.clear_calls();
+    backend.fail_next_load("create read the whole log");
+    let err = p.create(&meta("on-disk")).await.unwrap_err();
+    assert!(matches!(err, Error::AlreadyPersisted { .. }), "{err}");
+    p.create(&meta("fresh")).await.unwrap();
+    assert_eq!(backend.loads(), 0, "{:?}", backend.calls());
+}
+
 // persistence §7.3 #33
 #[tokio::test]
 async fn read_from_through_a_seek_hook() {
