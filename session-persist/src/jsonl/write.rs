@@ -14,6 +14,7 @@ use super::header_line::to_header_line;
 use super::layout::file_name;
 use super::lock::{Writer, lock_writer};
 use super::publication::{Unsynced, not_durable};
+use super::read::stat_if_exists;
 use super::{Compression, layout};
 use crate::error::{Error, Result};
 
@@ -160,24 +161,10 @@ impl Inner {
             });
         }
 
-        let (tmp, mut file) = self.create_temp(&path)?;
+        let (tmp, mut file) = self.create_locked_temp(meta, &path)?;
         let cleanup = |fs: &dyn super::fs::Fs| {
             let _ = fs.remove_file(&tmp);
         };
-        let locked = match file.try_lock() {
-            Ok(locked) => locked,
-            Err(e) => {
-                cleanup(self.fs.as_ref());
-                return Err(Error::io("flock", &tmp, e));
-            }
-        };
-        if !locked {
-            cleanup(self.fs.as_ref());
-            return Err(Error::Locked {
-                id: meta.id.to_string(),
-                path,
-            });
-        }
         let written = write_all(file.as_mut(), &content)
             .map_err(|e| Error::io("write", &tmp, e))
             .and_then(|()| file.sync().map_err(|e| Error::io("fsync", &tmp, e)));
@@ -223,6 +210,43 @@ impl Inner {
         }
         self.unsynced.mark_durable(&meta.id, &path);
         Ok(())
+    }
+
+    /// A temporary file for the first publication of `path`, created exclusively and locked.
+    /// Another backend opening the root sweeps unlocked temporary files away (those of
+    /// interrupted publications), and may open, lock or remove a new one in the instant between
+    /// its creation and its lock: then this makes another. The returned file is locked and is
+    /// still the one its name links to, so no sweep touches it until it is published.
+    fn create_locked_temp(
+        &self,
+        meta: &SessionHeader,
+        path: &Path,
+    ) -> Result<(PathBuf, Box<dyn super::fs::FsFile>)> {
+        const ATTEMPTS: usize = 16;
+        for _ in 0..ATTEMPTS {
+            let (tmp, file) = self.create_temp(path)?;
+            let locked = match file.try_lock() {
+                Ok(locked) => locked,
+                Err(e) => {
+                    let _ = self.fs.remove_file(&tmp);
+                    return Err(Error::io("flock", &tmp, e));
+                }
+            };
+            if !locked {
+                // A sweep holds it and removes it.
+                continue;
+            }
+            let ours = file.stat().map_err(|e| Error::io("fstat", &tmp, e))?;
+            match stat_if_exists(self.fs.as_ref(), &tmp)? {
+                Some(named) if named.same_file(&ours) => return Ok((tmp, file)),
+                // A sweep removed it before the lock.
+                _ => {}
+            }
+        }
+        Err(Error::Locked {
+            id: meta.id.to_string(),
+            path: path.to_path_buf(),
+        })
     }
 
     /// Creates `<final>.<12 hex>.tmp` exclusively with mode 0600.
