@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use session_core::json::Value;
-use session_core::{Event, EventParts, FixedClock, KeyOrder, SessionHeader};
+use session_core::{Event, FixedClock, SessionHeader};
 use session_persist::{Backend, Error, Persistence, PersistenceOptions, Revision, StoredPrefix};
 use session_repair::interrupted_turn_closers;
 use session_store::SessionStore;
@@ -76,7 +76,7 @@ fn same_events(h: &dyn Harness, what: &str, got: &[Event], want: &[Event]) -> Ou
     let fixed_order = h.capabilities().fixed_envelope_order;
     let expected = |e: &Event| {
         if fixed_order {
-            in_append_order(e).to_json()
+            e.in_append_order().to_json()
         } else {
             e.to_json()
         }
@@ -104,24 +104,6 @@ fn same_events(h: &dyn Harness, what: &str, got: &[Event], want: &[Event]) -> Ou
         want.len()
     );
     Ok(())
-}
-
-/// `e` with its envelope keys in the live-append order (`type, seq, time, data,
-/// sourceEventSeqs?, surfaceOp?, ignorable?`), for backends with
-/// [`Capabilities::fixed_envelope_order`](super::Capabilities::fixed_envelope_order).
-fn in_append_order(e: &Event) -> Event {
-    Event::from_parts(
-        EventParts {
-            ty: e.event_type_arc().clone(),
-            seq: e.seq(),
-            time: e.time(),
-            data: e.data().clone(),
-            surface_op: e.surface_op_value().cloned(),
-            source_event_seqs: e.source_event_seqs_value().cloned(),
-            ignorable: e.ignorable(),
-        },
-        KeyOrder::APPEND,
-    )
 }
 
 /// `stored` is clean: no torn tail, no invalid record.
