@@ -9,6 +9,8 @@ const BLOCK: usize = 32;
 /// block at a time with a branch-free fold the compiler vectorizes, then located exactly in the
 /// block that holds one. A JSON string holds none, so the common case is one pass without hits.
 #[inline]
+// `|` and not `||`: a short-circuit would branch per byte and stop the vectorization.
+#[allow(clippy::needless_bitwise_bool)]
 fn first_control(run: &[u8]) -> Option<usize> {
     let mut blocks = run.chunks_exact(BLOCK);
     let mut base = 0;
