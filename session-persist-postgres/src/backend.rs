@@ -237,11 +237,6 @@ impl PostgresBackend {
         &self.inner.store_id
     }
 
-    /// This instance's lease-holder id (a uuid).
-    pub fn holder_id(&self) -> &str {
-        &self.inner.holder
-    }
-
     /// The lease epoch this instance holds on `id`, if any.
     pub fn held_epoch(&self, id: &str) -> Option<i64> {
         self.held().get(id).copied()
