@@ -27,7 +27,10 @@ use crate::schema::{self, SESSION_LOCK_CLASS};
 
 mod rows;
 
-use self::rows::*;
+use self::rows::{
+    INSERT_SESSION, SESSION_COLUMNS, SessionRow, UPDATE_AFTER_WRITE, event_rows, insert_rows, ms,
+    row_header, row_meta, session_row, to_i64, to_u64,
+};
 
 /// The default connection string.
 pub const DEFAULT_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";

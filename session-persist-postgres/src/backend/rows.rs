@@ -1,7 +1,10 @@
 //! The rows of the schema: the SQL that reads and writes them, and their decoding into
 //! headers and event rows.
 
-use super::*;
+use super::{
+    Duration, Error, EventRow, FormatRefusal, GenericClient, Result, Row, SessionHeader, ToSql,
+    Transaction, Type, Value, json,
+};
 
 /// The columns of a session row, in [`SessionRow::decode`] order.
 pub(super) const SESSION_COLUMNS: &str = "id, version, created_at, cwd, parent_session, seed_length, \

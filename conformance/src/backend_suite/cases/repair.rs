@@ -1,7 +1,11 @@
 //! Cases of torn tails and repair: what a backend reports after a torn append, and what a
 //! repair commits.
 
-use super::*;
+use super::{
+    Arc, Backend, Ctx, Event, Harness, Outcome, SessionHeader, SuiteFailure, TURN_LEN, append,
+    clean, concat, interrupted_turn_closers, lacks, load, meta, partial_turn, revision,
+    same_events, turn,
+};
 
 /// Builds a log whose last append was torn by a crash: turn 1, then turn 2 up to its user
 /// message, then a torn batch of turn 2's next five events. Returns the new backend, the

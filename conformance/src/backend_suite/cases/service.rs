@@ -2,7 +2,10 @@
 //! backend.
 
 use super::repair::torn_log;
-use super::*;
+use super::{
+    Ctx, Harness, Outcome, SuiteFailure, TURN_LEN, append, clean, concat, interrupted_turn_closers,
+    lacks, load, meta, partial_turn, revision, same_events, service, turn, turns,
+};
 
 /// The persistence service over the backend: create, append, load, and load again after a
 /// restart give the metadata and the events back.

@@ -1,6 +1,6 @@
 //! The model's output in a generated history: final assistant messages and streamed chunks.
 
-use super::*;
+use super::{AssistantSpec, BlockSpec, Builder, Call, Record, StreamSpec, TOOL_NAMES, Value, s, u};
 
 impl Builder {
     pub(super) fn model_source(&self) -> Value {

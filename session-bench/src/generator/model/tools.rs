@@ -1,6 +1,6 @@
 //! The simulated tool calls: which tool a step calls, its arguments and its result.
 
-use super::*;
+use super::{Arg, Lang, Model, ToolRun, args_json, take_chars};
 
 impl Model {
     pub(super) fn call_id(&mut self, i: usize) -> String {
