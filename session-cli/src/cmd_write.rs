@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use session_core::event::seq_value;
 use session_core::json::Value;
-use session_core::{Event, EventParts, Events, KeyOrder, SessionHeader};
+use session_core::{Event, Events, SessionHeader};
 use session_fork::fork_events;
 use session_persist::{Backend, Compression};
 use session_store::{PrepareOptions, SessionPreparation, SessionStore, SharedError, SharedSession};
@@ -513,22 +513,6 @@ fn convert_dest(text: &str, source: &StoreAt, to: Option<Compression>) -> Result
     }
 }
 
-/// `e` with its envelope keys in the live-append order, as a database returns it.
-fn in_append_order(e: &Event) -> Event {
-    Event::from_parts(
-        EventParts {
-            ty: e.event_type_arc().clone(),
-            seq: e.seq(),
-            time: e.time(),
-            data: e.data().clone(),
-            surface_op: e.surface_op_value().cloned(),
-            source_event_seqs: e.source_event_seqs_value().cloned(),
-            ignorable: e.ignorable(),
-        },
-        KeyOrder::APPEND,
-    )
-}
-
 /// The header compared across stores: a JSONL log always records a `delegationDepth` (0
 /// when absent), a database keeps its absence.
 fn comparable_header(meta: &SessionHeader) -> SessionHeader {
@@ -654,7 +638,7 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     // SQLite rows give events back in the live-append key order.
     let fixed_order = store.sqlite().is_some() || check.sqlite().is_some();
     let same_event = |a: &Event, b: &Event| {
-        a == b || (fixed_order && in_append_order(a).to_json() == in_append_order(b).to_json())
+        a == b || (fixed_order && a.in_append_order().to_json() == b.in_append_order().to_json())
     };
     let verified = reread.as_ref().is_some_and(|r| {
         r.torn.is_none()

@@ -599,6 +599,30 @@ impl Event {
         )
     }
 
+    /// The type, envelope fields and payload of this event, for rebuilding it (with
+    /// [`Event::from_parts`]) in another key order or with a field changed.
+    pub fn to_parts(&self) -> EventParts {
+        EventParts {
+            ty: self.event_type_arc().clone(),
+            seq: self.seq(),
+            time: self.time(),
+            data: self.data().clone(),
+            surface_op: self.surface_op_value().cloned(),
+            source_event_seqs: self.source_event_seqs_value().cloned(),
+            ignorable: self.ignorable(),
+        }
+    }
+
+    /// This event with its envelope keys in the live-append order (`type, seq, time, data,
+    /// sourceEventSeqs?, surfaceOp?, ignorable?`), the order a database backend returns its
+    /// rows in; values, and so number spellings, are kept. Comparing `a.in_append_order()`
+    /// with `b.in_append_order()` as JSON text compares two events regardless of the order
+    /// their stored records listed the envelope keys in.
+    #[must_use]
+    pub fn in_append_order(&self) -> Event {
+        Event::from_parts(self.to_parts(), KeyOrder::APPEND)
+    }
+
     /// Reads an event from its JSON object, checking the envelope rules. The key order of the
     /// object is kept for serialization.
     pub fn from_value(v: &Value) -> Result<Event, Error> {

@@ -1,53 +1,10 @@
-//! Random UUID v4 generation and the reference's UUID shape check.
-//!
-//! The 16 random bytes come from `/dev/urandom`. Where that device cannot be read, they are
-//! derived from the standard library's randomly keyed `RandomState` hasher, mixed with the
-//! clock, the process id and a counter; either way no new dependency is needed.
-
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-fn random_bytes() -> [u8; 16] {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut bytes = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .is_ok()
-    {
-        return bytes;
-    }
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u128(nanos);
-        h.write_u32(std::process::id());
-        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-        h.write_usize(i);
-        chunk.copy_from_slice(&h.finish().to_le_bytes());
-    }
-    bytes
-}
+//! Random UUID v4 generation (the `uuid` crate, from the operating system's random source) and
+//! the reference's UUID shape check.
 
 /// A random (version 4, RFC 4122 variant) UUID in lowercase hyphenated form, like Node's
 /// `crypto.randomUUID()`.
 pub fn random_uuid() -> String {
-    let mut b = random_bytes();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let mut out = String::with_capacity(36);
-    for (i, byte) in b.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            out.push('-');
-        }
-        out.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
-        out.push(char::from(b"0123456789abcdef"[usize::from(byte & 0x0f)]));
-    }
-    out
+    uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
 /// Whether `s` has the shape the reference accepts as a stored UUID:

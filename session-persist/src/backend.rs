@@ -313,7 +313,10 @@ pub trait Backend: Send + Sync {
 
 macro_rules! forward_backend {
     ($ptr:ident) => {
+        // Every method is forwarded, provided ones included: a default would silently replace
+        // the wrapped backend's override. Clippy refuses an impl that leaves one out.
         #[async_trait]
+        #[deny(clippy::missing_trait_methods)]
         impl<T: Backend + ?Sized> Backend for $ptr<T> {
             fn name(&self) -> &str {
                 (**self).name()

@@ -35,11 +35,6 @@ impl AbortReason {
         AbortReason(Arc::new(error))
     }
 
-    /// A reason sharing an existing error object.
-    pub fn from_arc(error: Arc<dyn std::error::Error + Send + Sync>) -> AbortReason {
-        AbortReason(error)
-    }
-
     /// The generic reason used when a token is cancelled without one (`Error: aborted`).
     pub fn aborted() -> AbortReason {
         AbortReason(Arc::new(Aborted))
@@ -119,11 +114,6 @@ impl CancelToken {
             *slot = Some(reason);
             true
         });
-    }
-
-    /// Whether the token has been cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        self.tx.borrow().is_some()
     }
 
     /// The reason, once cancelled.

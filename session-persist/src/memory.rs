@@ -140,9 +140,7 @@ struct StoredLog {
 struct Hooks {
     calls: Vec<MemoryCall>,
     append_failures: VecDeque<String>,
-    repair_failures: VecDeque<String>,
     load_failures: VecDeque<String>,
-    close_failures: VecDeque<String>,
     stale_revisions: usize,
     failing_appends: Option<String>,
     gates: HashMap<GateKind, Gate>,
@@ -257,11 +255,6 @@ impl MemoryBackend {
         self.count(|c| matches!(c, MemoryCall::CommitRepair { .. }))
     }
 
-    /// Forgets the recorded calls.
-    pub fn clear_calls(&self) {
-        lock(&self.hooks).calls.clear();
-    }
-
     /// Makes the next `append_batch` fail with `message` (queued: one failure per call).
     pub fn fail_next_append(&self, message: &str) {
         lock(&self.hooks)
@@ -272,13 +265,6 @@ impl MemoryBackend {
     /// Makes every `append_batch` fail with `message` until called with `None`.
     pub fn fail_appends(&self, message: Option<&str>) {
         lock(&self.hooks).failing_appends = message.map(str::to_owned);
-    }
-
-    /// Makes the next `commit_repair` fail with `message`.
-    pub fn fail_next_repair(&self, message: &str) {
-        lock(&self.hooks)
-            .repair_failures
-            .push_back(message.to_owned());
     }
 
     /// Makes the next `load_stored` fail with `message`.
@@ -294,23 +280,11 @@ impl MemoryBackend {
         lock(&self.hooks).stale_revisions += 1;
     }
 
-    /// Makes the next `close` fail with `message`.
-    pub fn fail_next_close(&self, message: &str) {
-        lock(&self.hooks)
-            .close_failures
-            .push_back(message.to_owned());
-    }
-
     /// Holds every later call of `kind` until the returned gate is opened.
     pub fn hold(&self, kind: GateKind) -> Gate {
         let gate = Gate::new();
         lock(&self.hooks).gates.insert(kind, gate.clone());
         gate
-    }
-
-    /// Stops holding calls of `kind` (calls already waiting keep waiting for their gate).
-    pub fn release_hold(&self, kind: GateKind) {
-        lock(&self.hooks).gates.remove(&kind);
     }
 
     /// Stores a log verbatim, bypassing every check: `header` is the header record (for
@@ -525,9 +499,6 @@ impl Backend for MemoryBackend {
             closers: closers.iter().map(Event::seq).collect(),
         });
         self.gate(GateKind::Repair).await;
-        if let Some(message) = lock(&self.hooks).repair_failures.pop_front() {
-            return Err(Error::Backend(message));
-        }
         if torn.is_some() {
             return Err(Error::ForeignMarker {
                 backend: self.name.to_string(),
@@ -584,9 +555,6 @@ impl Backend for MemoryBackend {
     async fn close(&self) -> Result<()> {
         self.record(MemoryCall::Close);
         self.gate(GateKind::Close).await;
-        if let Some(message) = lock(&self.hooks).close_failures.pop_front() {
-            return Err(Error::Backend(message));
-        }
         Ok(())
     }
 }

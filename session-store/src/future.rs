@@ -1,12 +1,14 @@
 //! The small amount of async machinery the store needs, without a runtime: boxed futures, a
 //! join over flush listeners, a blocking executor and the spawner that drives asynchronous
-//! listeners.
+//! listeners (on a small `futures-executor` thread pool).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
+
+use futures_executor::ThreadPool;
 
 use crate::BoxError;
 
@@ -47,16 +49,51 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// The threads of the default [`Spawner`]'s pool: asynchronous listeners only wait, so a few
+/// threads drive any number of pending ones.
+const LISTENER_THREADS: usize = 2;
+
+/// The pool that drives pending listener futures for [`default_spawner`], started on first use.
+/// `None` when the operating system refused to start its threads.
+static LISTENER_POOL: LazyLock<Option<ThreadPool>> = LazyLock::new(|| {
+    ThreadPool::builder()
+        .pool_size(LISTENER_THREADS)
+        .name_prefix("session-store-listener-")
+        .create()
+        .ok()
+});
+
 /// The default [`Spawner`]: polls the future once on the calling thread and, if it is not
-/// finished yet, moves it to a new thread that blocks on it.
+/// finished yet, hands it to a small process-wide thread pool (a fixed number of threads,
+/// however many futures are pending). Should the pool's threads fail to start, the future is
+/// driven on a thread of its own instead.
 pub fn default_spawner() -> Spawner {
     Arc::new(|mut future: BoxFuture<()>| {
         let waker = Waker::noop();
         let mut cx = Context::from_waker(waker);
         if future.as_mut().poll(&mut cx).is_pending() {
-            std::thread::spawn(move || block_on(future));
+            match &*LISTENER_POOL {
+                // A panic would end the pool thread it ran on; it ends only that future.
+                Some(pool) => pool.spawn_ok(Isolated(future)),
+                None => {
+                    std::thread::spawn(move || block_on(future));
+                }
+            }
         }
     })
+}
+
+/// A background future whose panic while polling ends that future only.
+struct Isolated(BoxFuture<()>);
+
+impl Future for Isolated {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let future = &mut self.0;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(cx)))
+            .unwrap_or(Poll::Ready(()))
+    }
 }
 
 /// Wraps a listener's future so that a panic while polling it becomes a failure.
@@ -190,7 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_spawner_finishes_ready_futures_inline_and_pending_ones_on_a_thread() {
+    fn the_default_spawner_finishes_ready_futures_inline_and_pending_ones_on_the_pool() {
         let spawner = default_spawner();
         let done = Arc::new(Mutex::new(Vec::new()));
         let d = done.clone();
@@ -205,6 +242,67 @@ mod tests {
         tx.send(()).unwrap();
         finished_rx
             .recv_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
+    }
+
+    #[test]
+    fn the_default_spawner_drives_many_pending_futures_on_a_fixed_number_of_threads() {
+        const PENDING: usize = 64;
+        let spawner = default_spawner();
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let (finished_tx, finished_rx) = mpsc::channel();
+        let mut releases = Vec::new();
+        for _ in 0..PENDING {
+            let (tx, rx) = mpsc::channel();
+            releases.push(tx);
+            let threads = threads.clone();
+            let finished_tx = finished_tx.clone();
+            spawner(Box::pin(async move {
+                Signal(rx).await;
+                threads.lock().unwrap().push(std::thread::current().id());
+                finished_tx.send(()).unwrap();
+            }));
+        }
+        // Every future is pending at once: a thread per future would use PENDING threads.
+        for tx in releases {
+            tx.send(()).unwrap();
+        }
+        for _ in 0..PENDING {
+            finished_rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap();
+        }
+        let mut ids = threads.lock().unwrap().clone();
+        assert_eq!(ids.len(), PENDING);
+        ids.sort_by_key(|id| format!("{id:?}"));
+        ids.dedup();
+        assert!(
+            ids.len() <= LISTENER_THREADS,
+            "{} threads drove the pending futures",
+            ids.len()
+        );
+    }
+
+    #[test]
+    fn a_panicking_background_future_does_not_stop_the_pool() {
+        let spawner = default_spawner();
+        for _ in 0..2 * LISTENER_THREADS {
+            let (tx, rx) = mpsc::channel();
+            spawner(Box::pin(async move {
+                Signal(rx).await;
+                panic!("background future panicked");
+            }));
+            tx.send(()).unwrap();
+        }
+        let (tx, rx) = mpsc::channel();
+        let (finished_tx, finished_rx) = mpsc::channel();
+        spawner(Box::pin(async move {
+            Signal(rx).await;
+            finished_tx.send(()).unwrap();
+        }));
+        tx.send(()).unwrap();
+        finished_rx
+            .recv_timeout(std::time::Duration::from_secs(10))
             .unwrap();
     }
 }

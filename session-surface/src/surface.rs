@@ -470,11 +470,6 @@ impl Plan {
         &self.shadowed
     }
 
-    /// Whether the event becomes a surface node.
-    pub fn is_surface(&self) -> bool {
-        !matches!(self.kind, PlanKind::None)
-    }
-
     /// Whether the event is a replace.
     pub fn is_replace(&self) -> bool {
         matches!(self.kind, PlanKind::Replace { .. })

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use session_core::json::Value;
-use session_core::{Event, EventParts, FixedClock, KeyOrder, SessionHeader};
+use session_core::{Event, FixedClock, SessionHeader};
 use session_persist::{Backend, Error, Persistence, PersistenceOptions, Revision, StoredPrefix};
 use session_repair::interrupted_turn_closers;
 use session_store::SessionStore;
@@ -76,7 +76,7 @@ fn same_events(h: &dyn Harness, what: &str, got: &[Event], want: &[Event]) -> Ou
     let fixed_order = h.capabilities().fixed_envelope_order;
     let expected = |e: &Event| {
         if fixed_order {
-            in_append_order(e).to_json()
+            e.in_append_order().to_json()
         } else {
             e.to_json()
         }
@@ -104,24 +104,6 @@ fn same_events(h: &dyn Harness, what: &str, got: &[Event], want: &[Event]) -> Ou
         want.len()
     );
     Ok(())
-}
-
-/// `e` with its envelope keys in the live-append order (`type, seq, time, data,
-/// sourceEventSeqs?, surfaceOp?, ignorable?`), for backends with
-/// [`Capabilities::fixed_envelope_order`](super::Capabilities::fixed_envelope_order).
-fn in_append_order(e: &Event) -> Event {
-    Event::from_parts(
-        EventParts {
-            ty: e.event_type_arc().clone(),
-            seq: e.seq(),
-            time: e.time(),
-            data: e.data().clone(),
-            surface_op: e.surface_op_value().cloned(),
-            source_event_seqs: e.source_event_seqs_value().cloned(),
-            ignorable: e.ignorable(),
-        },
-        KeyOrder::APPEND,
-    )
 }
 
 /// `stored` is clean: no torn tail, no invalid record.
@@ -171,6 +153,13 @@ fn ids(headers: &[SessionHeader]) -> Vec<String> {
     ids.sort();
     ids
 }
+
+// After `ensure!`, so that the submodules can use it.
+mod repair;
+mod service;
+
+pub use self::repair::*;
+pub use self::service::*;
 
 /// A header stored and read back names the session, its cwd and format version 0.
 fn check_header(what: &str, stored: &StoredPrefix, m: &SessionHeader) -> Outcome {
@@ -779,202 +768,6 @@ pub async fn read_from_suffix(h: &dyn Harness) -> Outcome {
     service.dispose().await.ctx("disposing the service")
 }
 
-/// Builds a log whose last append was torn by a crash: turn 1, then turn 2 up to its user
-/// message, then a torn batch of turn 2's next five events. Returns the new backend, the
-/// header, and every event appended (the torn ones last).
-async fn torn_log(
-    h: &dyn Harness,
-    id: &str,
-) -> Result<(Arc<dyn Backend>, SessionHeader, Vec<Event>, usize), SuiteFailure> {
-    let b = h.open().await;
-    let m = meta(id);
-    let full = turn(TURN_LEN, 2);
-    let committed = concat(&[&turn(0, 1), &full[..3]]);
-    append(&b, &m, &committed[..TURN_LEN as usize], false).await?;
-    append(&b, &m, &committed[TURN_LEN as usize..], true).await?;
-    let torn = &full[3..8];
-    let b = h
-        .tear_append(b, &m, torn)
-        .await
-        .map_err(|e| SuiteFailure::new(format!("the harness could not tear an append: {e}")))?;
-    Ok((b, m, concat(&[&committed, torn]), committed.len()))
-}
-
-/// After a torn append the backend reports the valid prefix and a torn marker (not an error);
-/// the repair cuts the tail, appends the closers, changes the revision, and the log goes on.
-pub async fn repair_truncates_torn_tail_and_appends_closers(h: &dyn Harness) -> Outcome {
-    let case = "repair_truncates_torn_tail_and_appends_closers";
-    if lacks(case, h.capabilities().torn_tails, "torn_tails") {
-        return Ok(());
-    }
-    let id = "torn-repair";
-    let (b, m, all, committed) = torn_log(h, id).await?;
-    let stored = load(&b, id).await?;
-    ensure!(
-        stored.torn.is_some(),
-        "a torn append is not reported as a torn tail ({} events read)",
-        stored.events.len()
-    );
-    let n = stored.events.len();
-    ensure!(
-        n >= committed && n < all.len(),
-        "after a torn append {n} events were read; between {committed} and {} expected",
-        all.len() - 1
-    );
-    same_events(
-        h,
-        "the prefix before the torn tail",
-        &stored.events,
-        &all[..n],
-    )?;
-    let closers = interrupted_turn_closers(stored.events.iter());
-    ensure!(
-        !closers.is_empty(),
-        "the torn log ends in an open turn and needs closers"
-    );
-    b.commit_repair(&m, stored.torn.clone(), &closers)
-        .await
-        .ctx("commit_repair with the torn marker")?;
-    let repaired = load(&b, id).await?;
-    clean("after the repair", &repaired)?;
-    let balanced = concat(&[&stored.events, &closers]);
-    same_events(h, "after the repair", &repaired.events, &balanced)?;
-    if h.capabilities().revision_changes_on_append {
-        ensure!(
-            repaired.revision != stored.revision,
-            "the revision did not change after a repair"
-        );
-    }
-    let next = turn(balanced.len() as u64, 3);
-    append(&b, &m, &next, true).await?;
-    let b = h.reopen(b).await;
-    let stored = load(&b, id).await?;
-    clean("after appending to a repaired log and a restart", &stored)?;
-    same_events(
-        h,
-        "after appending to a repaired log and a restart",
-        &stored.events,
-        &concat(&[&balanced, &next]),
-    )
-}
-
-/// Reading a torn log changes nothing: the same prefix, marker and revision every time.
-pub async fn torn_tail_reads_are_observations(h: &dyn Harness) -> Outcome {
-    let case = "torn_tail_reads_are_observations";
-    if lacks(case, h.capabilities().torn_tails, "torn_tails") {
-        return Ok(());
-    }
-    let id = "torn-reads";
-    let (b, _, _, _) = torn_log(h, id).await?;
-    let first = load(&b, id).await?;
-    ensure!(
-        first.torn.is_some(),
-        "a torn append is not reported as a torn tail"
-    );
-    let _ = b.list().await.ctx("list")?;
-    let _ = b.list_snapshots().await.ctx("list_snapshots")?;
-    if b.supports_raw_artifacts() {
-        let _ = b.read_raw(id).await.ctx("read_raw")?;
-    }
-    for _ in 0..2 {
-        let again = load(&b, id).await?;
-        ensure!(
-            again.revision == first.revision,
-            "reading a torn log changed its revision"
-        );
-        ensure!(
-            again.torn == first.torn,
-            "reading a torn log changed its torn marker"
-        );
-        same_events(
-            h,
-            "a second read of a torn log",
-            &again.events,
-            &first.events,
-        )?;
-        ensure!(
-            revision(&b, id).await? == first.revision,
-            "read_stored_revision disagrees with load_stored on a torn log"
-        );
-    }
-    Ok(())
-}
-
-/// A repair without a torn marker only appends: every stored event stays, the closers follow.
-pub async fn repair_without_marker_only_appends(h: &dyn Harness) -> Outcome {
-    let b = h.open().await;
-    let id = "repair-append";
-    let m = meta(id);
-    let events = concat(&[&turn(0, 1), &partial_turn(TURN_LEN, 2, 8)]);
-    append(&b, &m, &events, false).await?;
-    let stored = load(&b, id).await?;
-    clean("before the repair", &stored)?;
-    let closers = interrupted_turn_closers(stored.events.iter());
-    ensure!(
-        closers.len() == 3,
-        "an interrupted recorded tool call needs three closers"
-    );
-    b.commit_repair(&m, None, &closers)
-        .await
-        .ctx("commit_repair without a marker")?;
-    let repaired = load(&b, id).await?;
-    clean("after the repair", &repaired)?;
-    same_events(
-        h,
-        "after the repair",
-        &repaired.events,
-        &concat(&[&events, &closers]),
-    )
-}
-
-/// A repair with neither marker nor closers does nothing.
-pub async fn repair_without_marker_or_closers_changes_nothing(h: &dyn Harness) -> Outcome {
-    let b = h.open().await;
-    let id = "repair-nothing";
-    let m = meta(id);
-    let events = concat(&[&turn(0, 1), &partial_turn(TURN_LEN, 2, 2)]);
-    append(&b, &m, &events, false).await?;
-    let before = revision(&b, id).await?;
-    b.commit_repair(&m, None, &[])
-        .await
-        .ctx("commit_repair with nothing to do")?;
-    let stored = load(&b, id).await?;
-    same_events(h, "after an empty repair", &stored.events, &events)?;
-    ensure!(
-        stored.revision == before,
-        "an empty repair changed the revision"
-    );
-    Ok(())
-}
-
-/// Closers committed by a repair are durable: a restart reads the balanced log.
-pub async fn closers_survive_reopen(h: &dyn Harness) -> Outcome {
-    let b = h.open().await;
-    let id = "closers-durable";
-    let m = meta(id);
-    let events = concat(&[&turn(0, 1), &partial_turn(TURN_LEN, 2, 5)]);
-    append(&b, &m, &events, false).await?;
-    let stored = load(&b, id).await?;
-    let closers = interrupted_turn_closers(stored.events.iter());
-    b.commit_repair(&m, None, &closers)
-        .await
-        .ctx("commit_repair")?;
-    let b = h.reopen(b).await;
-    let stored = load(&b, id).await?;
-    clean("after a restart", &stored)?;
-    same_events(
-        h,
-        "after a restart",
-        &stored.events,
-        &concat(&[&events, &closers]),
-    )?;
-    ensure!(
-        interrupted_turn_closers(stored.events.iter()).is_empty(),
-        "the repaired log still has an open turn after a restart"
-    );
-    Ok(())
-}
-
 /// Every read of a session that was never appended to says "absent" (`None`), also next to
 /// stored sessions with similar ids.
 pub async fn unknown_session_is_none(h: &dyn Harness) -> Outcome {
@@ -1284,108 +1077,4 @@ pub async fn declared_capabilities_match_backend(h: &dyn Harness) -> Outcome {
     );
     ensure!(!b.name().is_empty(), "the backend has no name");
     Ok(())
-}
-
-/// The persistence service over the backend: create, append, load, and load again after a
-/// restart give the metadata and the events back.
-// persistence §7.1 #1
-pub async fn service_round_trip_over_the_backend(h: &dyn Harness) -> Outcome {
-    let b = h.open().await;
-    let id = "service-round-trip";
-    let m = meta(id);
-    let events = turns(2);
-    let p = service(&b)?;
-    p.create(&m).await.ctx("create")?;
-    p.append(id, &events).await.ctx("append")?;
-    let loaded = p.load(id).await.ctx("load")?;
-    ensure!(
-        loaded.meta.id == m.id && loaded.meta.cwd == m.cwd,
-        "load returned {:?}",
-        loaded.meta
-    );
-    same_events(h, "the service's load", &loaded.events.to_vec(), &events)?;
-    p.dispose().await.ctx("disposing the service")?;
-
-    let b = h.reopen(b).await;
-    let p = service(&b)?;
-    let loaded = p.load(id).await.ctx("load after a restart")?;
-    same_events(
-        h,
-        "the service's load after a restart",
-        &loaded.events.to_vec(),
-        &events,
-    )?;
-    p.dispose().await.ctx("disposing the service")
-}
-
-/// The service over the backend balances an interrupted turn: `inspect` adds closers in memory
-/// only, `load` commits them (the revision changes), and the log continues after them.
-// persistence §7.1 #3
-pub async fn service_load_repairs_an_interrupted_turn(h: &dyn Harness) -> Outcome {
-    let b = h.open().await;
-    let id = "service-interrupted";
-    let m = meta(id);
-    let events = concat(&[&turn(0, 1), &partial_turn(TURN_LEN, 2, 2)]);
-    append(&b, &m, &events, false).await?;
-    let before = revision(&b, id).await?;
-    let p = service(&b)?;
-    let inspected = p.inspect(id, None).await.ctx("inspect")?;
-    let closers = interrupted_turn_closers(events.iter());
-    let balanced = concat(&[&events, &closers]);
-    same_events(h, "inspect", &inspected.events.to_vec(), &balanced)?;
-    ensure!(
-        revision(&b, id).await? == before,
-        "inspect changed the revision"
-    );
-    let types: Vec<String> = closers.iter().map(|e| e.event_type().to_owned()).collect();
-    ensure!(
-        types == ["step/end", "turn/end"],
-        "an open step needs step/end and turn/end, the closers are {types:?}"
-    );
-    let loaded = p.load(id).await.ctx("load")?;
-    same_events(h, "load", &loaded.events.to_vec(), &balanced)?;
-    if h.capabilities().revision_changes_on_append {
-        ensure!(
-            revision(&b, id).await? != before,
-            "load committed closers but the revision did not change"
-        );
-    }
-    let next = turn(balanced.len() as u64, 3);
-    p.append(id, &next).await.ctx("append after load")?;
-    p.dispose().await.ctx("disposing the service")?;
-    let b = h.reopen(b).await;
-    let stored = load(&b, id).await?;
-    same_events(
-        h,
-        "after a restart",
-        &stored.events,
-        &concat(&[&balanced, &next]),
-    )
-}
-
-/// The service's `load` of a torn log cuts the tail, keeps the valid prefix and commits the
-/// closers.
-pub async fn service_load_repairs_a_torn_tail(h: &dyn Harness) -> Outcome {
-    let case = "service_load_repairs_a_torn_tail";
-    if lacks(case, h.capabilities().torn_tails, "torn_tails") {
-        return Ok(());
-    }
-    let id = "service-torn";
-    let (b, _, _, _) = torn_log(h, id).await?;
-    let prefix = load(&b, id).await?;
-    ensure!(
-        prefix.torn.is_some(),
-        "a torn append is not reported as a torn tail"
-    );
-    let balanced = concat(&[
-        &prefix.events,
-        &interrupted_turn_closers(prefix.events.iter()),
-    ]);
-    let p = service(&b)?;
-    let loaded = p.load(id).await.ctx("load of a torn log")?;
-    same_events(h, "load of a torn log", &loaded.events.to_vec(), &balanced)?;
-    let stored = load(&b, id).await?;
-    clean("after the service's load", &stored)?;
-    same_events(h, "after the service's load", &stored.events, &balanced)?;
-    p.dispose().await.ctx("disposing the service")
 }

@@ -451,23 +451,9 @@ impl CrashStorage {
         }
     }
 
-    /// The durable bytes of the file at `path` (as the live tree names it), if it exists.
-    pub fn durable_bytes(&self, path: &Path) -> Option<Vec<u8>> {
-        let s = lock(&self.state);
-        match s.lookup(path) {
-            Ok(Node::File(ino)) => s.inodes.get(&ino).map(|i| i.durable.clone()),
-            _ => None,
-        }
-    }
-
     /// The live length of the file at `path` (0 when absent).
     pub fn live_len(&self, path: &Path) -> u64 {
         self.live_bytes(path).map_or(0, |b| b.len() as u64)
-    }
-
-    /// The durable length of the file at `path` (0 when absent).
-    pub fn durable_len(&self, path: &Path) -> u64 {
-        self.durable_bytes(path).map_or(0, |b| b.len() as u64)
     }
 }
 

@@ -25,8 +25,7 @@ pub(crate) use parse::{string_at, value_at};
 pub(crate) use scan::string_special;
 pub(crate) use serde_impl::nested;
 pub use serde_impl::{
-    PathSegment, SERDE_MAX_DEPTH, SerdeError, SerdeErrorKind, from_value, from_value_owned,
-    to_value,
+    PathSegment, SERDE_MAX_DEPTH, SerdeError, SerdeErrorKind, from_value, to_value,
 };
 pub use value::{Array, Object, Value};
 pub use write::write_str;

@@ -66,51 +66,14 @@ pub(crate) struct DecodedLines {
     consumed: usize,
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-const NEWLINES: u64 = ONES * b'\n' as u64;
-
-/// The high bit of every byte of `word` that is a newline (exact for the lowest one).
-fn newline_bytes(word: [u8; 8]) -> u64 {
-    let w = u64::from_le_bytes(word) ^ NEWLINES;
-    w.wrapping_sub(ONES) & !w & HIGHS
-}
-
-/// The index of the first `\n` of `bytes` at or after `from` (eight bytes at a time).
+/// The index of the first `\n` of `bytes` at or after `from`.
 pub(crate) fn find_newline(bytes: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    while let Some(word) = bytes.get(i..i + 8) {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(word);
-        let hits = newline_bytes(w);
-        if hits != 0 {
-            return Some(i + (hits.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    bytes
-        .get(i..)?
-        .iter()
-        .position(|&b| b == b'\n')
-        .map(|p| i + p)
+    memchr::memchr(b'\n', bytes.get(from..)?).map(|p| from + p)
 }
 
 /// The index of the last `\n` of `bytes`.
 pub(crate) fn rfind_newline(bytes: &[u8]) -> Option<usize> {
-    let mut end = bytes.len();
-    while end >= 8 {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&bytes[end - 8..end]);
-        if newline_bytes(w) != 0 {
-            // A hit in this word: find the last one exactly.
-            return bytes[end - 8..end]
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map(|p| end - 8 + p);
-        }
-        end -= 8;
-    }
-    bytes[..end].iter().rposition(|&b| b == b'\n')
+    memchr::memrchr(b'\n', bytes)
 }
 
 /// Decodes every complete line of `buf` (as if `buf` started at a line boundary).

@@ -1,6 +1,5 @@
 //! Writing logs: batch encoding, durable first publication and append with rollback.
 
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -33,16 +32,11 @@ pub(crate) fn batch_text(events: &[Event], pack: bool) -> String {
     out
 }
 
-/// Twelve lowercase hex digits from six random bytes.
+/// Twelve lowercase hex digits from six random bytes (the random leading half of a v4 UUID).
 fn random_hex12() -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    format!("{:012x}", h.finish() & 0xFFFF_FFFF_FFFF)
+    let mut hex = uuid::Uuid::new_v4().simple().to_string();
+    hex.truncate(12);
+    hex
 }
 
 /// Whether `name` is the temporary file of a first publication
@@ -323,6 +317,7 @@ mod tests {
     fn temp_names() {
         let name = format!("session.jsonl.{}.tmp", random_hex12());
         assert!(is_temp_name(&name), "{name}");
+        assert_ne!(random_hex12(), random_hex12());
         assert!(is_temp_name("session.jsonl.zstd.0123456789ab.tmp"));
         assert!(!is_temp_name("session.jsonl.zstd"));
         assert!(!is_temp_name("session.jsonl.0123456789AB.tmp"));

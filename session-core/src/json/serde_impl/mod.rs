@@ -26,7 +26,6 @@ mod ser;
 
 use std::cell::{Cell, RefCell};
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use error::{PathSegment, SerdeError, SerdeErrorKind};
@@ -47,11 +46,6 @@ pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, SerdeError> {
 
 /// Deserializes a `T` out of `value`; strings may be borrowed from it.
 pub fn from_value<'de, T: Deserialize<'de>>(value: &'de Value) -> Result<T, SerdeError> {
-    T::deserialize(de::ValueDeserializer::new(value))
-}
-
-/// Deserializes an owned `T` out of `value`.
-pub fn from_value_owned<T: DeserializeOwned>(value: &Value) -> Result<T, SerdeError> {
     T::deserialize(de::ValueDeserializer::new(value))
 }
 

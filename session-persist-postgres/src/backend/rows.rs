@@ -1,0 +1,249 @@
+//! The rows of the schema: the SQL that reads and writes them, and their decoding into
+//! headers and event rows.
+
+use super::{
+    Duration, Error, EventRow, FormatRefusal, GenericClient, Result, Row, SessionHeader, ToSql,
+    Transaction, Type, Value, json,
+};
+
+/// The columns of a session row, in [`SessionRow::decode`] order.
+pub(super) const SESSION_COLUMNS: &str = "id, version, created_at, cwd, parent_session, seed_length, \
+    origin, delegation_depth, agent_preset, header_json, incarnation::text, revision, next_seq, \
+    lease_epoch, lease_holder::text, \
+    (lease_holder IS NOT NULL AND lease_expires_at > now()) AS lease_live, \
+    coalesce((extract(epoch FROM (lease_expires_at - now())) * 1000)::bigint, 0) AS lease_ms";
+
+/// The columns of an event row, in [`decode_event_row`] order.
+pub(super) const EVENT_COLUMNS: &str = "seq, last_seq, type, time, packed, line_text, line_zstd, \
+    surface_op, source_event_seqs, ignorable";
+
+pub(super) const INSERT_EVENTS: &str = "INSERT INTO events (session_id, seq, last_seq, type, time, packed, \
+    line_text, line_zstd, surface_op, source_event_seqs, ignorable) \
+    SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::bigint[], \
+    $6::boolean[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::boolean[])";
+
+pub(super) const INSERT_SESSION: &str = "INSERT INTO sessions (id, version, created_at, cwd, \
+    parent_session, seed_length, origin, delegation_depth, agent_preset, header_json, next_seq, \
+    last_batch_seq, lease_epoch, lease_holder, lease_expires_at) \
+    VALUES ($1, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1, $12::text::uuid, \
+    now() + $13::bigint * interval '1 millisecond') \
+    ON CONFLICT (id) DO NOTHING RETURNING lease_epoch";
+
+pub(super) const UPDATE_AFTER_WRITE: &str = "UPDATE sessions SET next_seq = $2, last_batch_seq = $3, \
+    revision = revision + 1, lease_epoch = $4, lease_holder = $5::text::uuid, \
+    lease_expires_at = now() + $6::bigint * interval '1 millisecond' WHERE id = $1";
+
+/// A decoded session row.
+#[derive(Debug, Clone)]
+pub(super) struct SessionRow {
+    pub(super) id: String,
+    pub(super) version: i32,
+    pub(super) created_at: i64,
+    pub(super) cwd: Option<String>,
+    pub(super) parent_session: Option<String>,
+    pub(super) seed_length: Option<i64>,
+    pub(super) origin: Option<String>,
+    pub(super) delegation_depth: Option<i64>,
+    pub(super) agent_preset: Option<String>,
+    pub(super) header_json: String,
+    pub(super) incarnation: String,
+    pub(super) revision: i64,
+    pub(super) next_seq: i64,
+    pub(super) lease_epoch: i64,
+    pub(super) lease_holder: Option<String>,
+    pub(super) lease_live: bool,
+    pub(super) lease_ms: i64,
+}
+
+pub(super) fn cell<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    i: usize,
+    id: &str,
+    seq: Option<u64>,
+) -> Result<T> {
+    row.try_get(i)
+        .map_err(|e| Error::corrupt(id, seq, format!("column {i}: {e}")))
+}
+
+impl SessionRow {
+    pub(super) fn decode(row: &Row, id: &str) -> Result<SessionRow> {
+        Ok(SessionRow {
+            id: cell(row, 0, id, None)?,
+            version: cell(row, 1, id, None)?,
+            created_at: cell(row, 2, id, None)?,
+            cwd: cell(row, 3, id, None)?,
+            parent_session: cell(row, 4, id, None)?,
+            seed_length: cell(row, 5, id, None)?,
+            origin: cell(row, 6, id, None)?,
+            delegation_depth: cell(row, 7, id, None)?,
+            agent_preset: cell(row, 8, id, None)?,
+            header_json: cell(row, 9, id, None)?,
+            incarnation: cell(row, 10, id, None)?,
+            revision: cell(row, 11, id, None)?,
+            next_seq: cell(row, 12, id, None)?,
+            lease_epoch: cell(row, 13, id, None)?,
+            lease_holder: cell(row, 14, id, None)?,
+            lease_live: cell(row, 15, id, None)?,
+            lease_ms: cell(row, 16, id, None)?,
+        })
+    }
+}
+
+pub(super) fn decode_event_row(row: &Row, id: &str) -> Result<EventRow> {
+    Ok(EventRow {
+        seq: cell(row, 0, id, None)?,
+        last_seq: cell(row, 1, id, None)?,
+        ty: cell(row, 2, id, None)?,
+        time: cell(row, 3, id, None)?,
+        packed: cell(row, 4, id, None)?,
+        text: cell(row, 5, id, None)?,
+        zstd: cell(row, 6, id, None)?,
+        surface_op: cell(row, 7, id, None)?,
+        source_event_seqs: cell(row, 8, id, None)?,
+        ignorable: cell(row, 9, id, None)?,
+    })
+}
+
+pub(super) fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+pub(super) fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+pub(super) fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The header of a session row (columns) and the header record as written.
+pub(super) fn row_meta(row: &SessionRow) -> Result<(SessionHeader, Value)> {
+    if row.version != 0 {
+        return Err(Error::FormatUnsupported(FormatRefusal::Version {
+            id: row.id.clone(),
+            version: row.version.to_string(),
+            newer: row.version > 0,
+        }));
+    }
+    let header_value = json::parse(&row.header_json)
+        .map_err(|e| Error::corrupt(&row.id, None, format!("header_json: {e}")))?;
+    // Rebuilt from the known fields only: unknown stored keys are not part of the metadata.
+    let header_value = SessionHeader::known_fields(&header_value);
+    Ok((row_header(row), header_value))
+}
+
+/// The header of a session row's columns, for any format version: a version other than 0 is
+/// kept as stored ([`SessionHeader::stored`]), so a listing shows it (only opening refuses).
+pub(super) fn row_header(row: &SessionRow) -> SessionHeader {
+    let mut meta = SessionHeader::new(row.id.as_str(), to_u64(row.created_at));
+    meta.cwd = row.cwd.as_deref().map(Into::into);
+    meta.parent_session = row.parent_session.as_deref().map(Into::into);
+    meta.seed_length = row.seed_length.map(to_u64);
+    meta.origin_subagent = row.origin.is_some();
+    meta.delegation_depth = row.delegation_depth.map(to_u64);
+    meta.agent_preset = row.agent_preset.as_deref().map(Into::into);
+    if row.version != 0
+        && let Some(fields) = meta.to_value().as_object()
+    {
+        let stored = fields.with(
+            "version",
+            session_core::event::int_value(i64::from(row.version)),
+        );
+        meta.stored = Some(Value::Object(stored));
+    }
+    meta
+}
+
+/// The arrays of an `unnest` insert.
+pub(super) fn insert_params(rows: &[EventRow]) -> InsertArrays {
+    InsertArrays {
+        seq: rows.iter().map(|r| r.seq).collect(),
+        last_seq: rows.iter().map(|r| r.last_seq).collect(),
+        ty: rows.iter().map(|r| r.ty.clone()).collect(),
+        time: rows.iter().map(|r| r.time).collect(),
+        packed: rows.iter().map(|r| r.packed).collect(),
+        text: rows.iter().map(|r| r.text.clone()).collect(),
+        zstd: rows.iter().map(|r| r.zstd.clone()).collect(),
+        surface_op: rows.iter().map(|r| r.surface_op.clone()).collect(),
+        source_event_seqs: rows.iter().map(|r| r.source_event_seqs.clone()).collect(),
+        ignorable: rows.iter().map(|r| r.ignorable).collect(),
+    }
+}
+
+pub(super) struct InsertArrays {
+    pub(super) seq: Vec<i64>,
+    pub(super) last_seq: Vec<i64>,
+    pub(super) ty: Vec<String>,
+    pub(super) time: Vec<i64>,
+    pub(super) packed: Vec<bool>,
+    pub(super) text: Vec<Option<String>>,
+    pub(super) zstd: Vec<Option<Vec<u8>>>,
+    pub(super) surface_op: Vec<Option<String>>,
+    pub(super) source_event_seqs: Vec<Option<String>>,
+    pub(super) ignorable: Vec<bool>,
+}
+
+pub(super) async fn insert_rows(tx: &Transaction<'_>, id: &str, rows: &[EventRow]) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let a = insert_params(rows);
+    tx.execute_typed(
+        INSERT_EVENTS,
+        &[
+            (&id, Type::TEXT),
+            (&a.seq, Type::INT8_ARRAY),
+            (&a.last_seq, Type::INT8_ARRAY),
+            (&a.ty, Type::TEXT_ARRAY),
+            (&a.time, Type::INT8_ARRAY),
+            (&a.packed, Type::BOOL_ARRAY),
+            (&a.text, Type::TEXT_ARRAY),
+            (&a.zstd, Type::BYTEA_ARRAY),
+            (&a.surface_op, Type::TEXT_ARRAY),
+            (&a.source_event_seqs, Type::TEXT_ARRAY),
+            (&a.ignorable, Type::BOOL_ARRAY),
+        ],
+    )
+    .await
+    .map_err(Error::pg("insert events"))?;
+    Ok(())
+}
+
+pub(super) async fn session_row(
+    client: &impl GenericClient,
+    id: &str,
+    lock: &str,
+) -> Result<Option<SessionRow>> {
+    let row = client
+        .query_typed_opt(
+            &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 {lock}"),
+            &[(&id, Type::TEXT)],
+        )
+        .await
+        .map_err(Error::pg("read session"))?;
+    row.map(|r| SessionRow::decode(&r, id)).transpose()
+}
+
+pub(super) async fn event_rows(
+    client: &impl GenericClient,
+    id: &str,
+    filter: &str,
+    bounds: &[i64],
+) -> Result<Vec<EventRow>> {
+    let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&id, Type::TEXT)];
+    params.extend(
+        bounds
+            .iter()
+            .map(|b| (b as &(dyn ToSql + Sync), Type::INT8)),
+    );
+    let rows = client
+        .query_typed(
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 {filter} ORDER BY seq"
+            ),
+            &params,
+        )
+        .await
+        .map_err(Error::pg("read events"))?;
+    rows.iter().map(|r| decode_event_row(r, id)).collect()
+}
