@@ -156,17 +156,26 @@ fn fixed_envelope_order_is_expected_exactly() {
 #[test]
 fn not_applicable_cases_are_exactly_the_declared_gaps() {
     use conformance::backend_suite::not_applicable;
+    /// A case and the capability it lacks.
+    type Gap<'a> = (&'a str, &'a str);
 
-    let memory: &[(&str, &str)] = &[
-        ("repair_truncates_torn_tail_and_appends_closers", "torn_tails"),
+    let memory: &[Gap<'_>] = &[
+        (
+            "repair_truncates_torn_tail_and_appends_closers",
+            "torn_tails",
+        ),
         ("torn_tail_reads_are_observations", "torn_tails"),
         ("second_writer_is_refused_until_release", "writer_lock"),
         ("raw_artifact_holds_the_header_and_events", "raw_artifacts"),
         ("service_load_repairs_a_torn_tail", "torn_tails"),
     ];
-    let jsonl: &[(&str, &str)] = &[];
-    let cases: [(&str, Vec<(&str, &str)>, &[(&str, &str)]); 4] = [
-        ("memory", not_applicable(&MemoryHarness::new()).unwrap(), memory),
+    let jsonl: &[Gap<'_>] = &[];
+    let cases: [(&str, Vec<Gap<'_>>, &[Gap<'_>]); 4] = [
+        (
+            "memory",
+            not_applicable(&MemoryHarness::new()).unwrap(),
+            memory,
+        ),
         (
             "jsonl raw",
             not_applicable(&JsonlHarness::new(Compression::None)).unwrap(),

@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use conformance::r#gen::{Attempt, History, InvalidCase, Mutation, START_TIME_MS};
 use conformance::invariants::{
+    StoredLogChecks, check_incremental_derivation_with, check_messages_match_restored,
+    check_replay_restored, check_replay_snapshot, check_stored_log, restore_replay,
+};
+use conformance::invariants::{
     Violation, check_closers, check_closers_balance, check_fork_events, check_fork_prefix,
     check_incremental_derivation, check_messages_match_replay, check_messages_project_nodes,
     check_nodes_match_fold, check_persistence_round_trip, check_replay_events, check_replay_marker,
     check_seqs_contiguous, check_session, check_surface_matches_fold, check_transcript_holds,
     check_transcript_holds_appends, check_turn_invariant, open_turn, split_batches,
-};
-use conformance::invariants::{
-    StoredLogChecks, check_incremental_derivation_with, check_messages_match_restored,
-    check_replay_restored, check_replay_snapshot, check_stored_log, restore_replay,
 };
 use session_core::event::seq_value;
 use session_core::json::Value;
@@ -538,7 +538,12 @@ fn shared_replay_checks_fail_on_tampered_input() {
     // A replay restored from a different log is not this session's replay.
     let other = Session::from_restore(
         "sample",
-        session.events().iter().take(3).map(Event::to_value).collect(),
+        session
+            .events()
+            .iter()
+            .take(3)
+            .map(Event::to_value)
+            .collect(),
         &session.header().to_value(),
         clock(),
     )
@@ -602,7 +607,12 @@ fn stored_log_checks_name_every_check_and_catch_a_gap() {
         .collect();
     assert_eq!(
         failed,
-        ["seqs_contiguous", "session_builds", "closers_balance", "persistence_round_trip"],
+        [
+            "seqs_contiguous",
+            "session_builds",
+            "closers_balance",
+            "persistence_round_trip"
+        ],
         "{checks:?}"
     );
 }

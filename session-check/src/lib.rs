@@ -180,14 +180,13 @@ pub fn check_messages_project_nodes(messages: &Messages, nodes: &[u64], events: 
 /// `messages` equal the messages of a session restored from `events` with `header`.
 pub fn check_messages_match_replay(messages: &Messages, events: &Events, header: &Value) -> Check {
     let id = header.get("id").and_then(Value::as_str).unwrap_or_default();
-    let replay = Session::from_restore(id, events_as_values(events), header, clock()).map_err(
-        |e| {
+    let replay =
+        Session::from_restore(id, events_as_values(events), header, clock()).map_err(|e| {
             Violation::new(
                 "incremental_derivation",
                 format!("restoring the log failed: {e}"),
             )
-        },
-    )?;
+        })?;
     check_messages_match_restored(messages, &replay)
 }
 
@@ -467,9 +466,8 @@ pub fn check_replay_events(original: &Events, replayed: &Events, first_live_seq:
 /// [`restore_replay`] and [`check_replay_restored`]), so at most one is alive at a time.
 pub fn check_replay_marker(session: &Session) -> Check {
     check_replay_snapshot(session)?;
-    let restored = restore_replay(session).map_err(|e| {
-        Violation::new("replay_marker", format!("restoring the log failed: {e}"))
-    })?;
+    let restored = restore_replay(session)
+        .map_err(|e| Violation::new("replay_marker", format!("restoring the log failed: {e}")))?;
     check_replay_restored(session, &restored)
 }
 

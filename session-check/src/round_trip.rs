@@ -26,7 +26,11 @@ const ROUND_TRIP_CWD: &str = "/conformance/round-trip";
 /// The index ranges of the append batches of `len` events cut at `cuts` (see
 /// [`split_batches`]).
 fn batch_ranges(len: usize, cuts: &[usize]) -> Vec<Range<usize>> {
-    let mut cuts: Vec<usize> = cuts.iter().copied().filter(|c| *c > 0 && *c < len).collect();
+    let mut cuts: Vec<usize> = cuts
+        .iter()
+        .copied()
+        .filter(|c| *c > 0 && *c < len)
+        .collect();
     cuts.sort_unstable();
     cuts.dedup();
     let mut out = Vec::new();
@@ -104,25 +108,32 @@ fn logical_text_differs(
     }
 }
 
-/// The byte offset where the contents of the readers `a` and `b` first differ (the shorter
-/// one's length if one is a prefix of the other), read in blocks.
-fn first_byte_difference(mut a: impl Read, mut b: impl Read) -> std::io::Result<Option<u64>> {
+/// The byte offset where the contents of the readers `left` and `right` first differ (the
+/// shorter one's length if one is a prefix of the other), read in blocks.
+fn first_byte_difference(
+    mut left: impl Read,
+    mut right: impl Read,
+) -> std::io::Result<Option<u64>> {
     const BLOCK: usize = 1 << 16;
-    let (mut x, mut y) = (vec![0u8; BLOCK], vec![0u8; BLOCK]);
+    let (mut left_block, mut right_block) = (vec![0u8; BLOCK], vec![0u8; BLOCK]);
     let mut offset = 0u64;
     loop {
-        let n = read_full(&mut a, &mut x)?;
-        let m = read_full(&mut b, &mut y)?;
-        if let Some(i) = x[..n].iter().zip(&y[..m]).position(|(p, q)| p != q) {
+        let left_len = read_full(&mut left, &mut left_block)?;
+        let right_len = read_full(&mut right, &mut right_block)?;
+        if let Some(i) = left_block[..left_len]
+            .iter()
+            .zip(&right_block[..right_len])
+            .position(|(l, r)| l != r)
+        {
             return Ok(Some(offset + i as u64));
         }
-        if n != m {
-            return Ok(Some(offset + n.min(m) as u64));
+        if left_len != right_len {
+            return Ok(Some(offset + left_len.min(right_len) as u64));
         }
-        if n == 0 {
+        if left_len == 0 {
             return Ok(None);
         }
-        offset += n as u64;
+        offset += left_len as u64;
     }
 }
 

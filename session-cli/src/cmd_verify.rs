@@ -141,7 +141,10 @@ fn verify_file(file: &Path, strict: bool) -> FileResult {
             .map_err(|e| store.err(e, Some(file)))?;
         store.close()?;
         let n = inspection.events.len();
-        let how = StoredLogChecks { compression, strict };
+        let how = StoredLogChecks {
+            compression,
+            strict,
+        };
         let header = inspection.meta.to_value();
         let checks = check_stored_log(&id, &inspection.events, header, stored, how)
             .into_iter()

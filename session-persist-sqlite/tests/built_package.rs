@@ -40,12 +40,7 @@ fn list_on_memory_in_a_fresh_process_is_empty_and_quiet() {
         return;
     }
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            NAME,
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .output()
         .unwrap();

@@ -462,9 +462,11 @@ pub fn run_case_verdict(harness: &dyn Harness, case: &str) -> Result<Verdict, Su
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(future)));
     let missing = NOT_APPLICABLE.with(std::cell::Cell::take);
     match outcome {
-        Ok(Ok(())) => Ok(missing.map_or(Verdict::Checked, |capability| {
-            Verdict::NotApplicable { capability }
-        })),
+        Ok(Ok(())) => Ok(
+            missing.map_or(Verdict::Checked, |capability| Verdict::NotApplicable {
+                capability,
+            }),
+        ),
         Ok(Err(failure)) => Err(failure),
         Err(panic) => {
             let what = panic
