@@ -495,7 +495,7 @@ mod stored_log;
 
 pub use replay::{
     check_incremental_derivation_with, check_messages_match_restored, check_replay_restored,
-    check_replay_snapshot, restore_replay,
+    check_replay_snapshot, restore_replay, restore_replay_shared,
 };
 pub use round_trip::{ROUND_TRIP_ID, check_persistence_round_trip, split_batches};
 pub use stored_log::{StoredLogChecks, check_stored_log};

@@ -22,6 +22,21 @@ pub fn restore_replay(session: &Session) -> session_surface::Result<Session> {
     )
 }
 
+/// `Session::from_restore_events` of `session`'s log: the same restore as [`restore_replay`]
+/// (the same validation in the same order, the same messages; `session-surface` keeps the two
+/// paths equal, and the property tests compare them) without a second copy of the log as JSON
+/// values and as newly frozen events: the replay shares the log's storage and derives its
+/// surface, messages and transcript afresh. What [`check_stored_log`](crate::check_stored_log)
+/// uses on whole stored logs.
+pub fn restore_replay_shared(session: &Session) -> session_surface::Result<Session> {
+    Session::from_restore_events(
+        session.id().clone(),
+        session.events(),
+        &session.header().to_value(),
+        clock(),
+    )
+}
+
 /// `messages` equal the messages `restored` derives (see [`restore_replay`]).
 pub fn check_messages_match_restored(messages: &Messages, restored: &Session) -> Check {
     let fresh = restored.derive_messages();

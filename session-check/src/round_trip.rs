@@ -2,9 +2,9 @@
 //! identical and re-encodes to identical bytes.
 //!
 //! The check runs on whole stored sessions (`sessionctl verify`), so its working set is kept
-//! to one loaded copy of the events and the logical text: batches are slices of one vector of
-//! event handles, the expected text is built one batch at a time and compared in place, and
-//! files are compared block by block rather than read whole.
+//! to one loaded copy of the events: batches are slices of one vector of event handles, the
+//! file's logical text is decoded as a stream and compared with the expected text one batch
+//! at a time, and the re-encoded file is compared with the first block by block.
 
 use std::fmt;
 use std::io::Read;
@@ -75,32 +75,39 @@ fn expected_header_line() -> String {
     )
 }
 
-/// Whether `text` is exactly the logical text the reference writes for the batches `ranges`
-/// of `events`: the header line, then each batch's lines (packed chunk rows when `packed`),
-/// each batch ending in a newline. Each batch's text is built and compared on its own; on a
-/// difference, returns the byte offset where the expected text and `text` part.
+/// Whether `logical` (the log's decoded text, read as a stream) is exactly the text the
+/// reference writes for the batches `ranges` of `events`: the header line, then each batch's
+/// lines (packed chunk rows when `packed`), each batch ending in a newline. Each batch's text
+/// is built and compared on its own; on a difference, returns the byte offset where the
+/// expected text and the log part.
 fn logical_text_differs(
-    text: &str,
+    mut logical: impl Read,
     events: &[Event],
     ranges: &[Range<usize>],
     packed: bool,
-) -> Option<usize> {
+) -> std::io::Result<Option<u64>> {
     let mut expected = expected_header_line();
-    let mut at = 0;
+    let mut got = Vec::new();
+    let mut at = 0u64;
     let mut batches = ranges.iter();
     loop {
-        let got = text.as_bytes().get(at..at + expected.len());
-        if got != Some(expected.as_bytes()) {
-            let common = text.as_bytes()[at..]
-                .iter()
-                .zip(expected.as_bytes())
-                .take_while(|(a, b)| a == b)
-                .count();
-            return Some(at + common);
+        got.resize(expected.len(), 0);
+        let n = read_full(&mut logical, &mut got)?;
+        if let Some(i) = got[..n]
+            .iter()
+            .zip(expected.as_bytes())
+            .position(|(g, e)| g != e)
+        {
+            return Ok(Some(at + i as u64));
         }
-        at += expected.len();
+        if n != expected.len() {
+            return Ok(Some(at + n as u64));
+        }
+        at += n as u64;
         let Some(range) = batches.next() else {
-            return (at != text.len()).then_some(at);
+            // Nothing may follow the last batch.
+            let mut extra = [0u8; 1];
+            return Ok((read_full(&mut logical, &mut extra)? > 0).then_some(at));
         };
         expected.clear();
         chunk_rows::write_batch_lines(&events[range.clone()], packed, &mut expected);
@@ -255,39 +262,27 @@ async fn round_trip(
     }
     // From here on the loaded events stand for the written ones (they are equal).
     drop(written);
-    let raw = reader
-        .read_raw(ROUND_TRIP_ID)
-        .await
-        .map_err(|e| persist_violation("reading the raw log", &e))?
-        .map(|r| r.content);
     reader
         .close()
         .await
         .map_err(|e| persist_violation("closing the backend", &e))?;
-    let Some(raw) = raw else {
-        return Err(Violation::new(NAME, "the raw log is not found"));
+    // The file's logical text (the plaintext of its frames, for zstd), streamed.
+    let file = open_file(&path)?;
+    let logical: Box<dyn Read> = match compression {
+        Compression::None => Box::new(file),
+        Compression::Zstd => Box::new(
+            zstd::stream::read::Decoder::new(file)
+                .map_err(|e| persist_violation("decoding the file", &e))?,
+        ),
     };
-    if let Some(at) = logical_text_differs(&raw, &stored.events, &ranges, packed) {
-        let end = raw.len().min(at + 200);
+    let differs = logical_text_differs(logical, &stored.events, &ranges, packed)
+        .map_err(|e| persist_violation("reading the file", &e))?;
+    if let Some(at) = differs {
         return Err(Violation::new(
             NAME,
-            format!(
-                "logical text differs from the expected text at byte {at}: {:?}",
-                raw.get(at..end).unwrap_or_default()
-            ),
+            format!("the file's logical text differs from the expected text at byte {at}"),
         ));
     }
-    if compression == Compression::None {
-        let differs = first_byte_difference(open_file(&path)?, raw.as_bytes())
-            .map_err(|e| persist_violation("reading the file", &e))?;
-        if let Some(at) = differs {
-            return Err(Violation::new(
-                NAME,
-                format!("file bytes differ from the logical text at byte {at}"),
-            ));
-        }
-    }
-    drop(raw);
     // Re-encode what was read, batch for batch, and compare the files byte for byte.
     let path2 = write_batches(roots[1], &stored.events, &ranges, compression, packed).await?;
     drop(stored);
@@ -314,9 +309,9 @@ async fn round_trip(
 /// and writing the loaded events again must give byte-identical files. The temporary
 /// directories are removed afterwards.
 ///
-/// Memory: besides `events`, one vector of event handles (while writing), one loaded copy of
-/// the events and the logical text; the expected text is built one batch at a time and files
-/// are compared in 64 KiB blocks.
+/// Memory: besides `events`, one vector of event handles (while writing) and one loaded copy
+/// of the events; the logical text is streamed from the file and compared one batch at a
+/// time, and files are compared in 64 KiB blocks.
 pub fn check_persistence_round_trip(
     events: &Events,
     cuts: &[usize],
@@ -337,4 +332,64 @@ pub fn check_persistence_round_trip(
         packed,
         [roots[0].path(), roots[1].path()],
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use session_core::json::Value;
+
+    fn events() -> Vec<Event> {
+        (0..3)
+            .map(|i| Event::appended("x", i, 7, Value::parse("null").unwrap(), None, None))
+            .collect()
+    }
+
+    fn text(events: &[Event], ranges: &[Range<usize>]) -> Vec<u8> {
+        let mut out = expected_header_line();
+        for r in ranges {
+            chunk_rows::write_batch_lines(&events[r.clone()], false, &mut out);
+            out.push('\n');
+        }
+        out.into_bytes()
+    }
+
+    #[test]
+    fn logical_text_is_compared_batch_by_batch_to_the_byte() {
+        let events = events();
+        let ranges = batch_ranges(events.len(), &[1]);
+        let good = text(&events, &ranges);
+        let differs = |bytes: &[u8]| logical_text_differs(bytes, &events, &ranges, false).unwrap();
+        assert_eq!(differs(&good), None);
+        let mut changed = good.clone();
+        let last = changed.len() - 3;
+        changed[last] ^= 1;
+        assert_eq!(differs(&changed), Some(last as u64));
+        assert_eq!(
+            differs(&good[..good.len() - 1]),
+            Some(good.len() as u64 - 1)
+        );
+        let mut longer = good.clone();
+        longer.push(b'\n');
+        assert_eq!(differs(&longer), Some(good.len() as u64));
+        // The same events in one batch are the same text: batches end in a newline each.
+        let one = text(&events, &batch_ranges(events.len(), &[]));
+        assert_eq!(differs(&one), None);
+    }
+
+    #[test]
+    fn files_are_compared_block_by_block() {
+        let a: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let mut b = a.clone();
+        assert_eq!(first_byte_difference(&a[..], &b[..]).unwrap(), None);
+        b[150_000] ^= 1;
+        assert_eq!(
+            first_byte_difference(&a[..], &b[..]).unwrap(),
+            Some(150_000)
+        );
+        assert_eq!(
+            first_byte_difference(&a[..], &a[..70_000]).unwrap(),
+            Some(70_000)
+        );
+    }
 }

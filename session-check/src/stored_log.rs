@@ -11,7 +11,7 @@ use crate::{
     Check, Violation, check_closers_balance, check_incremental_derivation_with,
     check_messages_project_nodes, check_persistence_round_trip, check_replay_restored,
     check_replay_snapshot, check_seqs_contiguous, check_surface_matches_fold,
-    check_transcript_holds_appends, check_turn_invariant, restore_replay,
+    check_transcript_holds_appends, check_turn_invariant, restore_replay_shared,
 };
 
 /// How [`check_stored_log`] runs.
@@ -36,9 +36,10 @@ pub struct StoredLogChecks {
 ///
 /// Memory: the checks run one after the other and share what they can. One session is built
 /// from the log; the fresh replay that `incremental_derivation` and `replay_marker` both
-/// compare with (`Session::from_restore` of the log's JSON values) is restored once, after the
-/// snapshot replay is dropped; the session and the replay are dropped before the round trip,
-/// which holds one loaded copy of the events and the logical text (see
+/// compare with is restored once ([`restore_replay_shared`](crate::restore_replay_shared):
+/// `Session::from_restore_events` over the log's own events, not a second copy as JSON
+/// values), after the snapshot replay is dropped; the session and the replay are dropped
+/// before the round trip, which holds one loaded copy of the events and streams the file (see
 /// [`check_persistence_round_trip`]).
 pub fn check_stored_log(
     id: &str,
@@ -79,7 +80,7 @@ fn session_checks(session: &Session) -> [(&'static str, Check); 4] {
     let surface = check_surface_matches_fold(session);
     let transcript = check_transcript_holds_appends(session);
     let snapshot = check_replay_snapshot(session);
-    let (incremental, replay) = match restore_replay(session) {
+    let (incremental, replay) = match restore_replay_shared(session) {
         Ok(restored) => (
             check_incremental_derivation_with(session, &restored),
             snapshot.and_then(|()| check_replay_restored(session, &restored)),
