@@ -34,8 +34,8 @@
 //! [`gen`](gen/index.html) generates valid session histories (turns, streamed answers, tool
 //! calls and results, request headers, compactions, tool-result rewrites, plugin events, fork
 //! points), histories cut by a crash, and invalid mutations paired with the exact error they
-//! must produce. [`invariants`] checks what must hold for every session and log, each checker
-//! returning a typed [`invariants::Violation`]:
+//! must produce. [`invariants`] (the `session-check` crate, re-exported) checks what must hold
+//! for every session and log, each checker returning a typed [`invariants::Violation`]:
 //!
 //! ```
 //! use conformance::invariants::{check_closers_balance, check_session};
@@ -57,4 +57,6 @@ pub mod crash_model;
 pub mod draft_rounds;
 pub mod fuzz_targets;
 pub mod r#gen;
-pub mod invariants;
+/// The invariant checkers live in the product crate `session-check` (which `sessionctl verify`
+/// runs without linking the generators); they are re-exported here under their old path.
+pub use session_check as invariants;

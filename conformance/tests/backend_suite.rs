@@ -68,10 +68,11 @@ fn every_case_function_is_listed() {
     assert!(listed.len() >= 25, "{} cases", listed.len());
 }
 
-/// A skipped case passes, and a harness that declares a capability it lacks fails the case
-/// that checks the declaration.
+/// A gated case passes as not applicable (naming the capability), a case that runs its checks
+/// is `Checked`, and a harness that declares a capability it lacks fails the case that checks
+/// the declaration.
 #[test]
-fn capabilities_gate_cases_loudly_and_are_checked() {
+fn capabilities_gate_cases_visibly_and_are_checked() {
     use conformance::backend_suite::{self, Capabilities, Harness, async_trait};
     use session_persist::Backend;
     use std::sync::Arc;
@@ -93,6 +94,17 @@ fn capabilities_gate_cases_loudly_and_are_checked() {
 
     let honest = MemoryHarness::new();
     backend_suite::run_case(&honest, "repair_truncates_torn_tail_and_appends_closers").unwrap();
+    assert_eq!(
+        backend_suite::run_case_verdict(&honest, "repair_truncates_torn_tail_and_appends_closers")
+            .unwrap(),
+        backend_suite::Verdict::NotApplicable {
+            capability: "torn_tails"
+        }
+    );
+    assert_eq!(
+        backend_suite::run_case_verdict(&honest, "create_append_load_round_trip").unwrap(),
+        backend_suite::Verdict::Checked
+    );
     let liar = Overclaiming(MemoryHarness::new());
     let failure =
         backend_suite::run_case(&liar, "declared_capabilities_match_backend").unwrap_err();
@@ -141,4 +153,51 @@ fn fixed_envelope_order_is_expected_exactly() {
     .unwrap_err();
     assert!(failure.message().contains("differs"), "{failure}");
     backend_suite::run_case(&harness, "create_append_load_round_trip").unwrap();
+}
+
+/// The cases each workspace backend is not applicable to, with the capability each lacks:
+/// exactly these, so a case that stops being checked on a backend (a capability dropped from a
+/// harness, a new gate) fails here instead of passing unseen.
+#[test]
+fn not_applicable_cases_are_exactly_the_declared_gaps() {
+    use conformance::backend_suite::not_applicable;
+    /// A case and the capability it lacks.
+    type Gap<'a> = (&'a str, &'a str);
+
+    let memory: &[Gap<'_>] = &[
+        (
+            "repair_truncates_torn_tail_and_appends_closers",
+            "torn_tails",
+        ),
+        ("torn_tail_reads_are_observations", "torn_tails"),
+        ("second_writer_is_refused_until_release", "writer_lock"),
+        ("raw_artifact_holds_the_header_and_events", "raw_artifacts"),
+        ("service_load_repairs_a_torn_tail", "torn_tails"),
+    ];
+    let jsonl: &[Gap<'_>] = &[];
+    let cases: [(&str, Vec<Gap<'_>>, &[Gap<'_>]); 4] = [
+        (
+            "memory",
+            not_applicable(&MemoryHarness::new()).unwrap(),
+            memory,
+        ),
+        (
+            "jsonl raw",
+            not_applicable(&JsonlHarness::new(Compression::None)).unwrap(),
+            jsonl,
+        ),
+        (
+            "jsonl zstd",
+            not_applicable(&JsonlHarness::new(Compression::Zstd)).unwrap(),
+            jsonl,
+        ),
+        (
+            "jsonl zstd, power loss",
+            not_applicable(&CrashJsonlHarness::new(Compression::Zstd)).unwrap(),
+            jsonl,
+        ),
+    ];
+    for (name, got, expected) in cases {
+        assert_eq!(got, expected, "{name}");
+    }
 }

@@ -5,6 +5,10 @@ use std::sync::Arc;
 
 use conformance::r#gen::{Attempt, History, InvalidCase, Mutation, START_TIME_MS};
 use conformance::invariants::{
+    StoredLogChecks, check_incremental_derivation_with, check_messages_match_restored,
+    check_replay_restored, check_replay_snapshot, check_stored_log, restore_replay,
+};
+use conformance::invariants::{
     Violation, check_closers, check_closers_balance, check_fork_events, check_fork_prefix,
     check_incremental_derivation, check_messages_match_replay, check_messages_project_nodes,
     check_nodes_match_fold, check_persistence_round_trip, check_replay_events, check_replay_marker,
@@ -510,5 +514,105 @@ fn stored_unknown_types_are_refused_on_the_read_path() {
             .error
             .unwrap()
             .starts_with("session \"invalid\" contains event type \"future/thing\" (seq 9) ")
+    );
+}
+
+/// The shared-replay halves `verify` uses catch what the self-contained checkers catch: tampered
+/// messages against the one restored replay, and a replay of another log.
+#[test]
+fn shared_replay_checks_fail_on_tampered_input() {
+    let session = sample().build();
+    let restored = restore_replay(&session).unwrap();
+    check_incremental_derivation_with(&session, &restored).unwrap();
+    check_replay_snapshot(&session).unwrap();
+    check_replay_restored(&session, &restored).unwrap();
+
+    let mut reversed = session.derive_messages().to_vec();
+    reversed.reverse();
+    let reversed: Messages = reversed.into_iter().collect();
+    assert_violates(
+        check_messages_match_restored(&reversed, &restored),
+        "incremental_derivation",
+        "messages != fresh replay",
+    );
+    // A replay restored from a different log is not this session's replay.
+    let other = Session::from_restore(
+        "sample",
+        session
+            .events()
+            .iter()
+            .take(3)
+            .map(Event::to_value)
+            .collect(),
+        &session.header().to_value(),
+        clock(),
+    )
+    .unwrap();
+    assert_violates(
+        check_replay_restored(&session, &other),
+        "replay_marker",
+        "replay has",
+    );
+    assert_violates(
+        check_incremental_derivation_with(&session, &other),
+        "incremental_derivation",
+        "messages != fresh replay",
+    );
+}
+
+/// `check_stored_log` (what `sessionctl verify` runs) reports every check by name, in order,
+/// passes a valid log, and fails a log with a seq gap in each check that sees the gap.
+#[test]
+fn stored_log_checks_name_every_check_and_catch_a_gap() {
+    let session = sample().build();
+    let events = session.events();
+    let header = session.header().to_value();
+    let how = StoredLogChecks {
+        compression: Compression::Zstd,
+        strict: true,
+    };
+    let checks = check_stored_log("sample", &events, header.clone(), events.len(), how);
+    let names: Vec<&str> = checks.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        names,
+        [
+            "seqs_contiguous",
+            "surface_matches_fold",
+            "incremental_derivation",
+            "transcript_holds_appends",
+            "replay_marker",
+            "closers_balance",
+            "persistence_round_trip",
+            "turn_invariant",
+        ]
+    );
+    for (name, check) in &checks {
+        assert!(check.is_ok(), "{name}: {check:?}");
+    }
+    let lenient = StoredLogChecks {
+        compression: Compression::None,
+        strict: false,
+    };
+    assert_eq!(
+        check_stored_log("sample", &events, header.clone(), events.len(), lenient).len(),
+        7
+    );
+
+    let gapped = Events::from_vec(vec![ev(0, "x", "null"), ev(2, "x", "null")]);
+    let checks = check_stored_log("sample", &gapped, header, 2, lenient);
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|(_, c)| c.is_err())
+        .map(|(n, _)| *n)
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "seqs_contiguous",
+            "session_builds",
+            "closers_balance",
+            "persistence_round_trip"
+        ],
+        "{checks:?}"
     );
 }

@@ -1,16 +1,10 @@
 //! `verify`: the conformance invariants over session files or whole directories.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use conformance::invariants::{
-    Check, check_closers_balance, check_incremental_derivation, check_persistence_round_trip,
-    check_replay_marker, check_seqs_contiguous, check_surface_matches_fold,
-    check_transcript_holds_appends, check_turn_invariant,
-};
+use session_check::{Check, StoredLogChecks, check_stored_log};
 use session_core::json::Value;
-use session_core::{Events, FixedClock, SharedClock};
-use session_surface::Session;
+use session_persist::DetailedInspection;
 
 use crate::args::Invocation;
 use crate::error::{Error, Location, Result};
@@ -138,57 +132,25 @@ fn verify_file(file: &Path, strict: bool) -> FileResult {
             })?,
             None => Store::open_file(file, compression)?,
         };
-        let detailed = store
+        // Only the inspection's events and header are kept: the surface, messages and
+        // transcript it also derived are dropped here, not held through the checks.
+        let DetailedInspection {
+            inspection, stored, ..
+        } = store
             .block_on(store.persistence.inspect_detailed(&id, None))
             .map_err(|e| store.err(e, Some(file)))?;
-        let (inspection, stored) = (detailed.inspection, detailed.stored);
         store.close()?;
-        let events = inspection.events;
-        let prefix: Events = events.prefix(stored);
-        let clock: SharedClock = Arc::new(FixedClock::new(0));
-        let mut checks = vec![outcome("seqs_contiguous", check_seqs_contiguous(&events))];
-        match Session::create_from_events(
-            id.as_str(),
-            Some(events.clone()),
-            Some(inspection.meta.to_value()),
-            clock,
-        ) {
-            Ok(session) => {
-                checks.push(outcome(
-                    "surface_matches_fold",
-                    check_surface_matches_fold(&session),
-                ));
-                checks.push(outcome(
-                    "incremental_derivation",
-                    check_incremental_derivation(&session),
-                ));
-                checks.push(outcome(
-                    "transcript_holds_appends",
-                    check_transcript_holds_appends(&session),
-                ));
-                checks.push(outcome("replay_marker", check_replay_marker(&session)));
-            }
-            Err(e) => checks.push(Outcome {
-                name: "session_builds",
-                violation: Some(e.to_string()),
-            }),
-        }
-        checks.push(outcome("closers_balance", check_closers_balance(&prefix)));
-        let all = prefix.to_vec();
-        let cuts: Vec<usize> = all
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| matches!(e.event_type(), "turn/start" | "step/start"))
-            .map(|(i, _)| i)
+        let n = inspection.events.len();
+        let how = StoredLogChecks {
+            compression,
+            strict,
+        };
+        let header = inspection.meta.to_value();
+        let checks = check_stored_log(&id, &inspection.events, header, stored, how)
+            .into_iter()
+            .map(|(name, check)| outcome(name, check))
             .collect();
-        checks.push(outcome(
-            "persistence_round_trip",
-            check_persistence_round_trip(&prefix, &cuts, compression, true),
-        ));
-        if strict {
-            checks.push(outcome("turn_invariant", check_turn_invariant(&events)));
-        }
-        Ok((checks, events.len()))
+        Ok((checks, n))
     };
     match run() {
         Ok((checks, n)) => {

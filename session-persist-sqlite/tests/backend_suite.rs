@@ -145,3 +145,16 @@ mod delete_journal {
     use super::*;
     conformance::backend_suite!(SqliteHarness::new(JournalMode::Delete));
 }
+
+/// The cases the `SQLite` backend is not applicable to, with the capability each lacks:
+/// exactly these, so a case that stops being checked here fails instead of passing unseen.
+#[test]
+fn not_applicable_cases_are_exactly_the_declared_gaps() {
+    let got =
+        conformance::backend_suite::not_applicable(&SqliteHarness::new(JournalMode::Wal)).unwrap();
+    let expected: &[(&str, &str)] = &[
+        ("second_writer_is_refused_until_release", "writer_lock"),
+        ("raw_artifact_holds_the_header_and_events", "raw_artifacts"),
+    ];
+    assert_eq!(got, expected);
+}

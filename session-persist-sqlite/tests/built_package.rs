@@ -11,12 +11,9 @@ use session_persist_sqlite::{SqliteBackend, SqliteConfig};
 /// Set in the child process this test starts.
 const CHILD: &str = "SESSION_PERSIST_SQLITE_BUILT_PACKAGE_CHILD";
 
-/// The child's side: list a `:memory:` store and print the count.
-#[test]
-fn built_package_child() {
-    if std::env::var_os(CHILD).is_none() {
-        return;
-    }
+/// The child's side (in the process the test starts): list a `:memory:` store and print the
+/// count.
+fn list_in_child() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -37,13 +34,13 @@ fn built_package_child() {
 // gives `[]`, with empty standard error.
 #[test]
 fn list_on_memory_in_a_fresh_process_is_empty_and_quiet() {
+    const NAME: &str = "list_on_memory_in_a_fresh_process_is_empty_and_quiet";
+    if std::env::var_os(CHILD).is_some() {
+        list_in_child();
+        return;
+    }
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "built_package_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .output()
         .unwrap();

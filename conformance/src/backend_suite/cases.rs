@@ -36,10 +36,11 @@ impl<T> Ctx<T> for session_persist::Result<T> {
     }
 }
 
-/// Prints the loud skip line when `has` is false; returns whether the case must skip.
-fn lacks(case: &str, has: bool, capability: &str) -> bool {
+/// Records the case as not applicable when `has` is false (see
+/// [`run_case_verdict`](super::run_case_verdict)); returns whether the case must stop.
+fn lacks(case: &str, has: bool, capability: &'static str) -> bool {
     if !has {
-        eprintln!("skipped {case}: backend lacks {capability}");
+        super::record_not_applicable(case, capability);
     }
     !has
 }

@@ -18,9 +18,11 @@
 //!
 //! Cases are listed once (the macro) and exported by name in [`CASES`]; [`run_case`] and
 //! [`run_all`] run them without the macro. A case whose capability the harness does not declare
-//! prints `skipped <case>: backend lacks <capability>` to standard error and passes, so skips
-//! are visible in `cargo test -- --nocapture` output and in failure logs. Differences between
-//! backends are capabilities, never forks of the suite.
+//! checks nothing and passes; it is recorded as not applicable ([`Verdict::NotApplicable`],
+//! from [`run_case_verdict`]), and [`not_applicable`] lists every such case of a harness, so a
+//! backend's tests assert the exact list (`conformance/tests/backend_suite.rs` does for the
+//! workspace's backends) instead of printing a line nobody sees. Differences between backends
+//! are capabilities, never forks of the suite.
 //!
 //! What the cases check is the contract written on [`session_persist::backend`]: absence is
 //! `None` and never papered over; reads are observations; the stored prefix is contiguous,
@@ -408,12 +410,45 @@ fn case_future<'a>(harness: &'a dyn Harness, case: &str) -> Option<CaseFuture<'a
     crate::backend_suite!(@cases dispatch (case, harness))
 }
 
+/// What a case that did not fail did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The case ran its checks.
+    Checked,
+    /// The case needs a capability the harness does not declare, and checked nothing.
+    NotApplicable {
+        /// The missing capability (a [`Capabilities`] field name).
+        capability: &'static str,
+    },
+}
+
+thread_local! {
+    /// The capability a case running on this thread found missing ([`run_case_verdict`] runs
+    /// each case on a current-thread runtime, so the case runs on the caller's thread).
+    static NOT_APPLICABLE: std::cell::Cell<Option<&'static str>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Called by a case that stops because the harness lacks `capability`.
+fn record_not_applicable(case: &str, capability: &'static str) {
+    let _ = case;
+    NOT_APPLICABLE.with(|c| c.set(Some(capability)));
+}
+
 /// Runs the case named `case` against `harness` on a new tokio runtime. A panic inside the
 /// case or the backend is reported as a failure.
 ///
 /// # Errors
 /// The case's [`SuiteFailure`]; a failure naming an unknown case.
 pub fn run_case(harness: &dyn Harness, case: &str) -> Result<(), SuiteFailure> {
+    run_case_verdict(harness, case).map(|_| ())
+}
+
+/// [`run_case`], telling a case that checked apart from one that was not applicable.
+///
+/// # Errors
+/// As [`run_case`].
+pub fn run_case_verdict(harness: &dyn Harness, case: &str) -> Result<Verdict, SuiteFailure> {
     let Some(future) = case_future(harness, case) else {
         return Err(SuiteFailure::new(format!(
             "unknown backend suite case {case:?}"
@@ -423,8 +458,16 @@ pub fn run_case(harness: &dyn Harness, case: &str) -> Result<(), SuiteFailure> {
         .enable_all()
         .build()
         .map_err(|e| SuiteFailure::new(format!("cannot start a tokio runtime: {e}")))?;
-    match std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(future))) {
-        Ok(result) => result,
+    NOT_APPLICABLE.with(|c| c.set(None));
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(future)));
+    let missing = NOT_APPLICABLE.with(std::cell::Cell::take);
+    match outcome {
+        Ok(Ok(())) => Ok(
+            missing.map_or(Verdict::Checked, |capability| Verdict::NotApplicable {
+                capability,
+            }),
+        ),
+        Ok(Err(failure)) => Err(failure),
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()
@@ -434,6 +477,25 @@ pub fn run_case(harness: &dyn Harness, case: &str) -> Result<(), SuiteFailure> {
             Err(SuiteFailure::new(format!("panicked: {what}")))
         }
     }
+}
+
+/// Every case that is not applicable to `harness`, with the capability it lacks, in
+/// [`CASES`] order (running every case).
+///
+/// # Errors
+/// The first case that fails, named.
+pub fn not_applicable(
+    harness: &dyn Harness,
+) -> Result<Vec<(&'static str, &'static str)>, SuiteFailure> {
+    let mut out = Vec::new();
+    for case in CASES {
+        match run_case_verdict(harness, case) {
+            Ok(Verdict::Checked) => {}
+            Ok(Verdict::NotApplicable { capability }) => out.push((*case, capability)),
+            Err(e) => return Err(SuiteFailure::new(format!("{case}: {e}"))),
+        }
+    }
+    Ok(out)
 }
 
 /// Runs every case against `harness`, in [`CASES`] order, and returns each outcome.

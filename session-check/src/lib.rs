@@ -1,5 +1,10 @@
-//! Invariant checkers: properties every session and every log must have, each as a function
-//! returning `Ok(())` or a typed [`Violation`] that names the invariant and says what broke.
+//! `session-check`: the invariant checkers, properties every session and every log must have,
+//! each as a function returning `Ok(())` or a typed [`Violation`] that names the invariant and
+//! says what broke.
+//!
+//! It is a product crate: `sessionctl verify` runs these checkers on stored logs, and the
+//! `conformance` crate (generators, backend suite, crash model, golden runner) re-exports it as
+//! `conformance::invariants`. It has no test-only dependency (no proptest).
 //!
 //! Session-level checkers take a [`Session`]; each delegates to a lower-level checker over
 //! plain parts (events, node lists, message lists, transcripts) so that the checkers
@@ -18,13 +23,11 @@
 //! | [`check_persistence_round_trip`] | a log written through the JSONL backend loads back identical and re-encodes to identical bytes |
 
 use std::fmt;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use session_core::event::END_SEED;
 use session_core::json::Value;
-use session_core::{Event, Events, FixedClock, SessionHeader, SharedClock, chunk_rows};
-use session_persist::{Backend, Compression, JsonlBackend, JsonlConfig};
+use session_core::{Event, Events, FixedClock, SharedClock};
 use session_repair::{Trace, interrupted_turn_closers};
 use session_surface::{Messages, Session, Transcript, derive_event_message, fold_surface};
 
@@ -176,21 +179,15 @@ pub fn check_messages_project_nodes(messages: &Messages, nodes: &[u64], events: 
 
 /// `messages` equal the messages of a session restored from `events` with `header`.
 pub fn check_messages_match_replay(messages: &Messages, events: &Events, header: &Value) -> Check {
-    const NAME: &str = "incremental_derivation";
     let id = header.get("id").and_then(Value::as_str).unwrap_or_default();
-    let replay = Session::from_restore(id, events_as_values(events), header, clock())
-        .map_err(|e| Violation::new(NAME, format!("restoring the log failed: {e}")))?;
-    let fresh = replay.derive_messages();
-    if &fresh != messages {
-        return Err(Violation::new(
-            NAME,
-            format!(
-                "messages != fresh replay: {}",
-                first_difference(messages, &fresh)
-            ),
-        ));
-    }
-    Ok(())
+    let replay =
+        Session::from_restore(id, events_as_values(events), header, clock()).map_err(|e| {
+            Violation::new(
+                "incremental_derivation",
+                format!("restoring the log failed: {e}"),
+            )
+        })?;
+    check_messages_match_restored(messages, &replay)
 }
 
 /// `derive_messages` equals both a fresh replay of the log (`Session::from_restore`) and the
@@ -464,36 +461,14 @@ pub fn check_replay_events(original: &Events, replayed: &Events, first_live_seq:
 /// `Session::from_restore` with its JSON values) keeps it verbatim, adds one end-seed marker
 /// (none if it ends in one) and derives the same messages. The log is stored data, so the
 /// re-seed does not apply the append JSON rules (a log that loads also replays).
+///
+/// The two replays are built one after the other ([`check_replay_snapshot`], then
+/// [`restore_replay`] and [`check_replay_restored`]), so at most one is alive at a time.
 pub fn check_replay_marker(session: &Session) -> Check {
-    const NAME: &str = "replay_marker";
-    let events = session.events();
-    let values = events_as_values(&events);
-    let snapshot =
-        Session::create_from_events(session.id().clone(), Some(events.clone()), None, clock())
-            .map_err(|e| Violation::new(NAME, format!("re-seeding the log failed: {e}")))?;
-    let restored = Session::from_restore(
-        session.id().clone(),
-        values,
-        &session.header().to_value(),
-        clock(),
-    )
-    .map_err(|e| Violation::new(NAME, format!("restoring the log failed: {e}")))?;
-    for replay in [&snapshot, &restored] {
-        check_replay_events(&events, &replay.events(), replay.first_live_seq())?;
-        if replay.derive_messages() != session.derive_messages() {
-            return Err(Violation::new(
-                NAME,
-                "the replay derives different messages",
-            ));
-        }
-        if replay.request_header() != session.request_header() {
-            return Err(Violation::new(
-                NAME,
-                "the replay folds a different request header",
-            ));
-        }
-    }
-    Ok(())
+    check_replay_snapshot(session)?;
+    let restored = restore_replay(session)
+        .map_err(|e| Violation::new("replay_marker", format!("restoring the log failed: {e}")))?;
+    check_replay_restored(session, &restored)
 }
 
 /// The optional turn/step invariant (session-core §7.2) holds over `events`.
@@ -514,220 +489,13 @@ pub fn check_session(session: &Session) -> Check {
     Ok(())
 }
 
-/// The session id and working directory [`check_persistence_round_trip`] stores logs under.
-pub const ROUND_TRIP_ID: &str = "round-trip";
-const ROUND_TRIP_CWD: &str = "/conformance/round-trip";
+mod replay;
+mod round_trip;
+mod stored_log;
 
-/// Splits `events` into append batches at the cut points (indexes where a new batch starts;
-/// out-of-range, repeated and zero cuts are ignored). Empty input gives no batch.
-pub fn split_batches(events: &[Event], cuts: &[usize]) -> Vec<Vec<Event>> {
-    let mut cuts: Vec<usize> = cuts
-        .iter()
-        .copied()
-        .filter(|c| *c > 0 && *c < events.len())
-        .collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    let mut out = Vec::new();
-    let mut start = 0;
-    for c in cuts.into_iter().chain([events.len()]) {
-        if c > start {
-            out.push(events[start..c].to_vec());
-        }
-        start = c;
-    }
-    out
-}
-
-/// A fresh, unique directory path under the system temp dir (not created).
-/// A fresh private directory for a scratch root: a random name under the temporary
-/// directory, created exclusively with mode 0700 (`tempfile`), so nothing planted at a
-/// predictable path is followed; removed when dropped.
-fn temp_root(tag: &str) -> std::io::Result<tempfile::TempDir> {
-    tempfile::Builder::new()
-        .prefix(&format!("conformance-{tag}-"))
-        .tempdir()
-}
-
-fn round_trip_meta() -> SessionHeader {
-    let mut meta = SessionHeader::new(ROUND_TRIP_ID, 0);
-    meta.cwd = Some(Arc::from(ROUND_TRIP_CWD));
-    meta
-}
-
-/// The logical text the reference writes for `batches`: the header line, then each batch's
-/// lines (packed chunk rows when `packed`), each batch ending in a newline.
-fn expected_text(batches: &[Vec<Event>], packed: bool) -> String {
-    let mut text = format!(
-        r#"{{"type":"session","version":0,"id":"{ROUND_TRIP_ID}","createdAt":0,"cwd":"{ROUND_TRIP_CWD}","delegationDepth":0}}"#
-    );
-    text.push('\n');
-    for batch in batches {
-        chunk_rows::write_batch_lines(batch, packed, &mut text);
-        text.push('\n');
-    }
-    text
-}
-
-fn persist_violation(what: &str, e: &dyn fmt::Display) -> Violation {
-    Violation::new("persistence_round_trip", format!("{what}: {e}"))
-}
-
-fn config(root: &Path, compression: Compression, packed: bool) -> JsonlConfig {
-    JsonlConfig::new(root)
-        .compression(compression)
-        .pack_chunks(packed)
-}
-
-/// Writes `batches` as one session through a fresh JSONL backend; returns the log path.
-async fn write_batches(
-    root: &Path,
-    batches: &[Vec<Event>],
-    compression: Compression,
-    packed: bool,
-) -> Result<PathBuf, Violation> {
-    let meta = round_trip_meta();
-    let backend = JsonlBackend::open(config(root, compression, packed))
-        .map_err(|e| persist_violation("opening the backend", &e))?;
-    for (i, batch) in batches.iter().enumerate() {
-        backend
-            .append_batch(&meta, batch, i > 0)
-            .await
-            .map_err(|e| persist_violation(&format!("appending batch {i}"), &e))?;
-    }
-    let path = backend
-        .log_path(&meta)
-        .map_err(|e| persist_violation("locating the log", &e))?;
-    backend
-        .close()
-        .await
-        .map_err(|e| persist_violation("closing the backend", &e))?;
-    Ok(path)
-}
-
-async fn round_trip(
-    events: &Events,
-    cuts: &[usize],
-    compression: Compression,
-    packed: bool,
-    roots: [&Path; 2],
-) -> Check {
-    const NAME: &str = "persistence_round_trip";
-    let all = events.to_vec();
-    let batches = split_batches(&all, cuts);
-    let path = write_batches(roots[0], &batches, compression, packed).await?;
-
-    let reader = JsonlBackend::open(config(roots[0], compression, packed))
-        .map_err(|e| persist_violation("reopening the backend", &e))?;
-    let stored = reader
-        .load_stored(ROUND_TRIP_ID)
-        .await
-        .map_err(|e| persist_violation("loading the log", &e))?;
-    let Some(stored) = stored else {
-        reader
-            .close()
-            .await
-            .map_err(|e| persist_violation("closing the backend", &e))?;
-        return if all.is_empty() {
-            Ok(())
-        } else {
-            Err(Violation::new(NAME, "the written log is not found"))
-        };
-    };
-    if all.is_empty() {
-        return Err(Violation::new(NAME, "an empty log was materialized"));
-    }
-    if stored.torn.is_some() || stored.invalid_envelope.is_some() {
-        return Err(Violation::new(
-            NAME,
-            format!(
-                "a cleanly written log reads as damaged (torn: {:?}, invalid envelope: {:?})",
-                stored.torn, stored.invalid_envelope
-            ),
-        ));
-    }
-    if &*stored.meta.id != ROUND_TRIP_ID || stored.meta.cwd.as_deref() != Some(ROUND_TRIP_CWD) {
-        return Err(Violation::new(
-            NAME,
-            format!("header read back as {:?}", stored.meta),
-        ));
-    }
-    if let Some(i) =
-        (0..all.len().max(stored.events.len())).find(|i| all.get(*i) != stored.events.get(*i))
-    {
-        return Err(Violation::new(
-            NAME,
-            format!(
-                "event {i} read back differently: wrote {:?}, read {:?}",
-                all.get(i),
-                stored.events.get(i)
-            ),
-        ));
-    }
-    let raw = reader
-        .read_raw(ROUND_TRIP_ID)
-        .await
-        .map_err(|e| persist_violation("reading the raw log", &e))?
-        .map(|r| r.content);
-    reader
-        .close()
-        .await
-        .map_err(|e| persist_violation("closing the backend", &e))?;
-    let expected = expected_text(&batches, packed);
-    if raw.as_deref() != Some(expected.as_str()) {
-        return Err(Violation::new(
-            NAME,
-            format!("logical text {raw:?} != expected {expected:?}"),
-        ));
-    }
-    let bytes = std::fs::read(&path).map_err(|e| persist_violation("reading the file", &e))?;
-    if compression == Compression::None && bytes != expected.as_bytes() {
-        return Err(Violation::new(
-            NAME,
-            "file bytes differ from the logical text",
-        ));
-    }
-    // Re-encode what was read, batch for batch, and compare the files byte for byte.
-    let reread = split_batches(&stored.events, cuts);
-    let path2 = write_batches(roots[1], &reread, compression, packed).await?;
-    let bytes2 = std::fs::read(&path2).map_err(|e| persist_violation("reading the file", &e))?;
-    if bytes != bytes2 {
-        return Err(Violation::new(
-            NAME,
-            format!(
-                "re-encoding the loaded events gives different bytes ({} vs {} bytes)",
-                bytes.len(),
-                bytes2.len()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Writes `events` through the JSONL backend (one append batch per slice of `cuts`, see
-/// [`split_batches`]; `compression` raw or zstd; chunk packing on or off) into a temporary
-/// root and loads them back: the events must be identical (key order included), the log
-/// clean (no torn tail), its logical text exactly the header line plus each batch's lines,
-/// and writing the loaded events again must give byte-identical files. The temporary
-/// directories are removed afterwards.
-pub fn check_persistence_round_trip(
-    events: &Events,
-    cuts: &[usize],
-    compression: Compression,
-    packed: bool,
-) -> Check {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| persist_violation("starting a runtime", &e))?;
-    let scratch =
-        |tag| temp_root(tag).map_err(|e| persist_violation("creating a scratch directory", &e));
-    let roots = [scratch("round-trip")?, scratch("re-encode")?];
-    runtime.block_on(round_trip(
-        events,
-        cuts,
-        compression,
-        packed,
-        [roots[0].path(), roots[1].path()],
-    ))
-}
+pub use replay::{
+    check_incremental_derivation_with, check_messages_match_restored, check_replay_restored,
+    check_replay_snapshot, restore_replay, restore_replay_shared,
+};
+pub use round_trip::{ROUND_TRIP_ID, check_persistence_round_trip, split_batches};
+pub use stored_log::{StoredLogChecks, check_stored_log};
