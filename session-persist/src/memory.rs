@@ -255,6 +255,11 @@ impl MemoryBackend {
         self.count(|c| matches!(c, MemoryCall::CommitRepair { .. }))
     }
 
+    /// Forgets the recorded calls.
+    pub fn clear_calls(&self) {
+        lock(&self.hooks).calls.clear();
+    }
+
     /// Makes the next `append_batch` fail with `message` (queued: one failure per call).
     pub fn fail_next_append(&self, message: &str) {
         lock(&self.hooks)
