@@ -38,9 +38,7 @@ fn range(first: u64, last: u64) -> String {
 fn entry_not_durable(cause: &(dyn std::error::Error + 'static)) -> bool {
     let mut at = Some(cause);
     while let Some(e) = at {
-        if let Some(PersistError::PublicationNotDurable { .. }) =
-            e.downcast_ref::<PersistError>().map(PersistError::root)
-        {
+        if let Some(PersistError::PublicationNotDurable { .. }) = e.downcast_ref::<PersistError>() {
             return true;
         }
         at = e.source();

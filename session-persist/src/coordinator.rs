@@ -93,17 +93,9 @@ impl Error {
         format!("{}: {self}", self.name())
     }
 
-    /// The error behind any [`Error::Shared`] wrappers.
-    pub fn root(&self) -> &Error {
-        match self {
-            Error::Shared(inner) => inner.root(),
-            other => other,
-        }
-    }
-
     /// The cancellation reason, when this error is a cancellation.
     pub fn abort_reason(&self) -> Option<&AbortReason> {
-        match self.root() {
+        match self {
             Error::Aborted(reason) => Some(reason),
             _ => None,
         }
@@ -2113,10 +2105,11 @@ mod tests {
     }
 
     #[test]
-    fn js_string_and_root() {
-        let e = Error::Shared(Arc::new(Error::NotFound { id: "s".into() }));
-        assert_eq!(e.js_string(), r#"Error: session "s" not found"#);
-        assert!(matches!(e.root(), Error::NotFound { .. }));
+    fn js_string_of_a_shared_error() {
+        let e = Arc::new(Error::NotFound { id: "s".into() });
+        let shared = crate::promise::unshare(Arc::clone(&e));
+        assert_eq!(shared.js_string(), r#"Error: session "s" not found"#);
+        assert!(matches!(shared, Error::NotFound { .. }));
         assert_eq!(
             Error::InvalidCacheSize.js_string().split(':').next(),
             Some("TypeError")
