@@ -168,10 +168,12 @@ impl Error {
             | Error::TlsUnavailable
             | Error::ForeignMarker
             | Error::Fork { .. } => ErrorKind::Invalid,
-            Error::Postgres { source, .. } => match source.code().map(|c| c.code()) {
-                Some("55P03" | "40P01") => ErrorKind::Locked,
-                _ => ErrorKind::Backend,
-            },
+            Error::Postgres { source, .. } => {
+                match source.code().map(tokio_postgres::error::SqlState::code) {
+                    Some("55P03" | "40P01") => ErrorKind::Locked,
+                    _ => ErrorKind::Backend,
+                }
+            }
             Error::ConnectTimeout { .. } | Error::CommitOutcomeMismatch { .. } => {
                 ErrorKind::Backend
             }
