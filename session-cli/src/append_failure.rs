@@ -2,7 +2,7 @@
 //! in memory are lost with it. The message says what is on disk (read back from the store, not
 //! assumed), which events are lost, and which input lines to feed to which command next.
 
-use session_persist::{Backend as _, Error as PersistError};
+use session_persist::Error as PersistError;
 
 use crate::store::Store;
 
@@ -54,9 +54,9 @@ pub(crate) fn flush_failure_hint(
     accepted: &Accepted,
     created: bool,
     cause: &(dyn std::error::Error + 'static),
+    stored: &session_persist::Result<Option<session_persist::StoredPrefix>>,
 ) -> String {
-    let stored = store.block_on(store.backend.load_stored(id));
-    let (on_disk, stored_count) = match &stored {
+    let (on_disk, stored_count) = match stored {
         Ok(Some(prefix)) if prefix.events.is_empty() => (
             format!("on disk: the header of \"{id}\", no events"),
             Some(0),

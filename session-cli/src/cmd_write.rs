@@ -96,24 +96,36 @@ fn parse_line(text: &str) -> std::result::Result<Line, String> {
 }
 
 /// Builds the hint of a failed flush from what was accepted so far and the failure's cause.
-type Hint<'a> = dyn Fn(&Accepted, &(dyn std::error::Error + 'static)) -> String + 'a;
+/// Its third argument is what the store holds of the session, read back after the failure.
+type Hint<'a> = dyn Fn(
+        &Accepted,
+        &(dyn std::error::Error + 'static),
+        &session_persist::Result<Option<session_persist::StoredPrefix>>,
+    ) -> String
+    + 'a;
 
 /// Flushes `session` and returns its acknowledgement, `{"flushed":SEQ}` (the last durable seq,
 /// `null` before the first event). A failure's hint (`hint`) says what is on disk, what is lost
 /// when the process exits and what to run next.
 async fn barrier(
     sessions: &SessionStore,
+    backend: &dyn session_persist::Backend,
     session: &SharedSession,
     accepted: &Accepted,
     hint: &Hint<'_>,
 ) -> Result<String> {
-    sessions.flush(session).await.map_err(|e| match e {
-        session_store::Error::Listener(inner) => Error::failed(
-            format!("flush failed: {inner}"),
-            Some(hint(accepted, &*inner)),
-        ),
-        other => store_err(&other),
-    })?;
+    match sessions.flush(session).await {
+        Ok(_) => {}
+        Err(session_store::Error::Listener(inner)) => {
+            // Read back on this runtime (the command already runs inside it).
+            let stored = backend.load_stored(&session.id()).await;
+            return Err(Error::failed(
+                format!("flush failed: {inner}"),
+                Some(hint(accepted, &*inner, &stored)),
+            ));
+        }
+        Err(other) => return Err(store_err(&other)),
+    }
     let seq = session.seq();
     let flushed = if seq == 0 { Value::Null } else { num(seq - 1) };
     Ok(obj([("flushed", flushed)]).to_json())
@@ -149,6 +161,7 @@ struct Tally {
 /// line number. Runs on the store's runtime; the final barrier is the caller's.
 async fn pump(
     sessions: &SessionStore,
+    backend: &dyn session_persist::Backend,
     session: &SharedSession,
     mut lines: Lines,
     accepted: &mut Accepted,
@@ -168,7 +181,7 @@ async fn pump(
             continue;
         }
         match parse_line(text) {
-            Ok(Line::Flush) => ack(&barrier(sessions, session, accepted, hint).await?)?,
+            Ok(Line::Flush) => ack(&barrier(sessions, backend, session, accepted, hint).await?)?,
             Ok(Line::Draft(draft)) => {
                 tally.total += 1;
                 match session.append(draft) {
@@ -265,21 +278,26 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
         out.flush()?;
         Ok(())
     };
-    let hint = |accepted: &Accepted, cause: &(dyn std::error::Error + 'static)| {
-        flush_failure_hint(
-            &store,
-            &session.id(),
-            session.seq(),
-            accepted,
-            create,
-            cause,
-        )
-    };
+    let hint =
+        |accepted: &Accepted,
+         cause: &(dyn std::error::Error + 'static),
+         stored: &session_persist::Result<Option<session_persist::StoredPrefix>>| {
+            flush_failure_hint(
+                &store,
+                &session.id(),
+                session.seq(),
+                accepted,
+                create,
+                cause,
+                stored,
+            )
+        };
     let tally = store.block_on(async {
         let mut err = std::io::stderr();
         let mut accepted = Accepted::default();
         let tally = pump(
             &store.sessions,
+            &*store.backend,
             &session,
             stdin_lines(),
             &mut accepted,
@@ -288,7 +306,7 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
             &mut err,
         )
         .await?;
-        ack(&barrier(&store.sessions, &session, &accepted, &hint).await?)?;
+        ack(&barrier(&store.sessions, &*store.backend, &session, &accepted, &hint).await?)?;
         Ok::<_, Error>(tally)
     })?;
     store.close()?;
@@ -914,10 +932,11 @@ mod tests {
             let (tally, ()) = tokio::join!(
                 pump(
                     &sessions,
+                    &*backend,
                     &session,
                     rx,
                     &mut accepted,
-                    &|_, _| String::new(),
+                    &|_, _, _| String::new(),
                     &mut ack,
                     &mut err
                 ),
