@@ -97,6 +97,14 @@ fn parse_line(text: &str) -> std::result::Result<Line, String> {
 
 /// Builds the hint of a failed flush from what was accepted so far and the failure's cause.
 /// Its third argument is what the store holds of the session, read back after the failure.
+/// Where appended events go: the session store, and the backend behind it (read back after a
+/// failed flush).
+#[derive(Clone, Copy)]
+struct Sink<'a> {
+    sessions: &'a SessionStore,
+    backend: &'a dyn session_persist::Backend,
+}
+
 type Hint<'a> = dyn Fn(
         &Accepted,
         &(dyn std::error::Error + 'static),
@@ -108,8 +116,7 @@ type Hint<'a> = dyn Fn(
 /// `null` before the first event). A failure's hint (`hint`) says what is on disk, what is lost
 /// when the process exits and what to run next.
 async fn barrier(
-    sessions: &SessionStore,
-    backend: &dyn session_persist::Backend,
+    Sink { sessions, backend }: Sink<'_>,
     session: &SharedSession,
     accepted: &Accepted,
     hint: &Hint<'_>,
@@ -160,8 +167,7 @@ struct Tally {
 /// acknowledged through `ack` once durable, every rejected line is reported on `err` with its
 /// line number. Runs on the store's runtime; the final barrier is the caller's.
 async fn pump(
-    sessions: &SessionStore,
-    backend: &dyn session_persist::Backend,
+    sink: Sink<'_>,
     session: &SharedSession,
     mut lines: Lines,
     accepted: &mut Accepted,
@@ -181,7 +187,7 @@ async fn pump(
             continue;
         }
         match parse_line(text) {
-            Ok(Line::Flush) => ack(&barrier(sessions, backend, session, accepted, hint).await?)?,
+            Ok(Line::Flush) => ack(&barrier(sink, session, accepted, hint).await?)?,
             Ok(Line::Draft(draft)) => {
                 tally.total += 1;
                 match session.append(draft) {
@@ -295,9 +301,12 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
     let tally = store.block_on(async {
         let mut err = std::io::stderr();
         let mut accepted = Accepted::default();
+        let sink = Sink {
+            sessions: &store.sessions,
+            backend: &*store.backend,
+        };
         let tally = pump(
-            &store.sessions,
-            &*store.backend,
+            sink,
             &session,
             stdin_lines(),
             &mut accepted,
@@ -306,7 +315,7 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
             &mut err,
         )
         .await?;
-        ack(&barrier(&store.sessions, &*store.backend, &session, &accepted, &hint).await?)?;
+        ack(&barrier(sink, &session, &accepted, &hint).await?)?;
         Ok::<_, Error>(tally)
     })?;
     store.close()?;
@@ -931,8 +940,10 @@ mod tests {
             let mut accepted = Accepted::default();
             let (tally, ()) = tokio::join!(
                 pump(
-                    &sessions,
-                    &*backend,
+                    Sink {
+                        sessions: &sessions,
+                        backend: &*backend,
+                    },
                     &session,
                     rx,
                     &mut accepted,
