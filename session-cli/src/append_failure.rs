@@ -2,12 +2,12 @@
 //! in memory are lost with it. The message says what is on disk (read back from the store, not
 //! assumed), which events are lost, and which input lines to feed to which command next.
 
-use session_persist::{Backend as _, Error as PersistError};
+use session_persist::Error as PersistError;
 
 use crate::store::Store;
 
 /// The input lines of the drafts this process appended, with the seq each got.
-#[derive(Debug, Clone, Default)]
+#[derive(Default)]
 pub(crate) struct Accepted {
     lines: Vec<(u64, usize)>,
 }
@@ -38,9 +38,7 @@ fn range(first: u64, last: u64) -> String {
 fn entry_not_durable(cause: &(dyn std::error::Error + 'static)) -> bool {
     let mut at = Some(cause);
     while let Some(e) = at {
-        if let Some(PersistError::PublicationNotDurable { .. }) =
-            e.downcast_ref::<PersistError>().map(PersistError::root)
-        {
+        if let Some(PersistError::PublicationNotDurable { .. }) = e.downcast_ref::<PersistError>() {
             return true;
         }
         at = e.source();
@@ -49,17 +47,16 @@ fn entry_not_durable(cause: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// The hint of a failed flush of session `id`, whose in-memory log holds `held` events.
-pub(crate) async fn flush_failure_hint(
+pub(crate) fn flush_failure_hint(
     store: &Store,
     id: &str,
     held: u64,
     accepted: &Accepted,
     created: bool,
     cause: &(dyn std::error::Error + 'static),
+    stored: &session_persist::Result<Option<session_persist::StoredPrefix>>,
 ) -> String {
-    // Runs inside the append's runtime: awaited, never blocked on.
-    let stored = store.backend.load_stored(id).await;
-    let (on_disk, stored_count) = match &stored {
+    let (on_disk, stored_count) = match stored {
         Ok(Some(prefix)) if prefix.events.is_empty() => (
             format!("on disk: the header of \"{id}\", no events"),
             Some(0),

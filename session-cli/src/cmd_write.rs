@@ -8,10 +8,8 @@ use session_core::json::Value;
 use session_core::{Event, Events, SessionHeader};
 use session_fork::fork_events;
 use session_persist::{Backend, Compression};
-use session_store::{PrepareOptions, SessionPreparation, SessionStore, SharedError, SharedSession};
+use session_store::{PrepareOptions, SessionPreparation, SessionStore, SharedSession};
 use session_surface::Draft;
-use std::future::Future;
-use std::pin::Pin;
 
 use crate::append_failure::{Accepted, flush_failure_hint};
 use crate::args::Invocation;
@@ -98,25 +96,42 @@ fn parse_line(text: &str) -> std::result::Result<Line, String> {
 }
 
 /// Builds the hint of a failed flush from what was accepted so far and the failure's cause.
-type Hint<'a> = dyn Fn(Accepted, SharedError) -> Pin<Box<dyn Future<Output = String> + 'a>> + 'a;
+/// Its third argument is what the store holds of the session, read back after the failure.
+/// Where appended events go: the session store, and the backend behind it (read back after a
+/// failed flush).
+#[derive(Clone, Copy)]
+struct Sink<'a> {
+    sessions: &'a SessionStore,
+    backend: &'a dyn session_persist::Backend,
+}
+
+type Hint<'a> = dyn Fn(
+        &Accepted,
+        &(dyn std::error::Error + 'static),
+        &session_persist::Result<Option<session_persist::StoredPrefix>>,
+    ) -> String
+    + 'a;
 
 /// Flushes `session` and returns its acknowledgement, `{"flushed":SEQ}` (the last durable seq,
 /// `null` before the first event). A failure's hint (`hint`) says what is on disk, what is lost
 /// when the process exits and what to run next.
 async fn barrier(
-    sessions: &SessionStore,
+    Sink { sessions, backend }: Sink<'_>,
     session: &SharedSession,
     accepted: &Accepted,
     hint: &Hint<'_>,
 ) -> Result<String> {
-    if let Err(e) = sessions.flush(session).await {
-        return Err(match e {
-            session_store::Error::Listener(inner) => {
-                let hint = hint(accepted.clone(), inner.clone()).await;
-                Error::failed(format!("flush failed: {inner}"), Some(hint))
-            }
-            other => store_err(&other),
-        });
+    match sessions.flush(session).await {
+        Ok(_) => {}
+        Err(session_store::Error::Listener(inner)) => {
+            // Read back on this runtime (the command already runs inside it).
+            let stored = backend.load_stored(&session.id()).await;
+            return Err(Error::failed(
+                format!("flush failed: {inner}"),
+                Some(hint(accepted, &*inner, &stored)),
+            ));
+        }
+        Err(other) => return Err(store_err(&other)),
     }
     let seq = session.seq();
     let flushed = if seq == 0 { Value::Null } else { num(seq - 1) };
@@ -152,7 +167,7 @@ struct Tally {
 /// acknowledged through `ack` once durable, every rejected line is reported on `err` with its
 /// line number. Runs on the store's runtime; the final barrier is the caller's.
 async fn pump(
-    sessions: &SessionStore,
+    sink: Sink<'_>,
     session: &SharedSession,
     mut lines: Lines,
     accepted: &mut Accepted,
@@ -172,7 +187,7 @@ async fn pump(
             continue;
         }
         match parse_line(text) {
-            Ok(Line::Flush) => ack(&barrier(sessions, session, accepted, hint).await?)?,
+            Ok(Line::Flush) => ack(&barrier(sink, session, accepted, hint).await?)?,
             Ok(Line::Draft(draft)) => {
                 tally.total += 1;
                 match session.append(draft) {
@@ -270,25 +285,28 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
         Ok(())
     };
     let hint =
-        |accepted: Accepted, cause: SharedError| -> Pin<Box<dyn Future<Output = String> + '_>> {
-            let (store, session) = (&store, &session);
-            Box::pin(async move {
-                flush_failure_hint(
-                    store,
-                    &session.id(),
-                    session.seq(),
-                    &accepted,
-                    create,
-                    &*cause,
-                )
-                .await
-            })
+        |accepted: &Accepted,
+         cause: &(dyn std::error::Error + 'static),
+         stored: &session_persist::Result<Option<session_persist::StoredPrefix>>| {
+            flush_failure_hint(
+                &store,
+                &session.id(),
+                session.seq(),
+                accepted,
+                create,
+                cause,
+                stored,
+            )
         };
     let tally = store.block_on(async {
         let mut err = std::io::stderr();
         let mut accepted = Accepted::default();
+        let sink = Sink {
+            sessions: &store.sessions,
+            backend: &*store.backend,
+        };
         let tally = pump(
-            &store.sessions,
+            sink,
             &session,
             stdin_lines(),
             &mut accepted,
@@ -297,7 +315,7 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
             &mut err,
         )
         .await?;
-        ack(&barrier(&store.sessions, &session, &accepted, &hint).await?)?;
+        ack(&barrier(sink, &session, &accepted, &hint).await?)?;
         Ok::<_, Error>(tally)
     })?;
     store.close()?;
@@ -906,11 +924,14 @@ mod tests {
             let mut accepted = Accepted::default();
             let (tally, ()) = tokio::join!(
                 pump(
-                    &sessions,
+                    Sink {
+                        sessions: &sessions,
+                        backend: &*backend,
+                    },
                     &session,
                     rx,
                     &mut accepted,
-                    &|_, _| Box::pin(async { String::new() }),
+                    &|_, _, _| String::new(),
                     &mut ack,
                     &mut err
                 ),

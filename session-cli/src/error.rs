@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use session_core::json::Value;
 use session_fork::ForkError;
-use session_persist::Error as PersistError;
+use session_persist::{Error as PersistError, ErrorKind};
 
 use crate::json::{num, obj, opt_num, opt_str};
 use crate::store::StoreAt;
@@ -133,11 +133,21 @@ impl Error {
         }
     }
 
+    /// The persistence layer's kind of the failure (`not_found`, `corrupt`, `locked`, …), for
+    /// persistence and fork refusals.
+    pub(crate) fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            Error::Persist { error, .. } => Some(error.kind()),
+            Error::Fork { .. } => Some(ErrorKind::Invalid),
+            _ => None,
+        }
+    }
+
     /// The error code, when the error has one.
     pub(crate) fn code(&self) -> Option<&'static str> {
         match self {
             Error::Fork { error, .. } => Some(error.code().as_str()),
-            Error::Persist { error, .. } => match error.root() {
+            Error::Persist { error, .. } => match &**error {
                 PersistError::Store(s) => s.as_fork().map(|f| f.code().as_str()),
                 _ => None,
             },
@@ -199,6 +209,7 @@ impl Error {
         if let Some(code) = self.code() {
             fields.push(("code", Value::from(code)));
         }
+        fields.push(("kind", opt_str(self.kind().map(ErrorKind::as_str))));
         fields.push((
             "file",
             opt_str(loc.file.as_ref().map(|p| p.display().to_string())),
@@ -277,53 +288,22 @@ impl From<io::Error> for Error {
     }
 }
 
-/// The location a persistence error carries.
+/// The location a persistence error carries: its [`session_persist::Position`], and for a
+/// corruption report whose cause names no seq, the seq or index its message names.
 fn persist_location(error: &PersistError) -> Location {
     let mut loc = Location::default();
-    match error.root() {
-        PersistError::UnparsableCommitted { line } | PersistError::SeqGap { line, .. } => {
-            // Lines in the message count after the header.
-            loc.line = Some(line + 1);
-        }
-        PersistError::LoneSurrogate { line, offset } => {
-            loc.line = Some(line.map_or(1, |l| l + 1));
-            loc.offset = Some(*offset);
-            loc.in_plaintext = true;
-        }
-        PersistError::ZstdStructure { offset, .. } | PersistError::ZstdFrame { offset, .. } => {
-            loc.offset = Some(*offset);
-        }
-        PersistError::FormatUnsupported { refusal, location } => {
-            if let session_persist::FormatRefusal::UnknownType { seq, .. } = refusal {
-                loc.seq = Some(*seq);
-            }
-            loc.file = location.as_ref().map(|l| l.path.clone());
-        }
-        PersistError::IdentityMismatch { path, .. }
-        | PersistError::UnnameableHeader { path }
-        | PersistError::IdentityPath { path, .. }
-        | PersistError::InvalidRawHeader { path }
-        | PersistError::FlatLayout { path }
-        | PersistError::EncodingMismatch { path, .. }
-        | PersistError::Locked { path, .. }
-        | PersistError::Vanished { path, .. }
-        | PersistError::Replaced { path, .. }
-        | PersistError::StaleRepair { path, .. }
-        | PersistError::RollbackFailed { path, .. }
-        | PersistError::PublicationNotDurable { path, .. }
-        | PersistError::Io { path, .. } => loc.file = Some(path.clone()),
-        PersistError::LegacyEvent { seq, .. } | PersistError::MalformedLegacy { seq, .. } => {
-            loc.seq = Some(*seq);
-        }
-        PersistError::InvalidStoredEnvelope { index } => loc.seq = Some(*index as u64),
-        PersistError::Corruption { cause, .. } => {
-            loc = persist_location(cause);
-            if loc.seq.is_none() {
-                let message = cause.to_string();
-                loc.seq = index_in(&message).or_else(|| number_after(&message, " at seq "));
-            }
-        }
-        _ => {}
+    if let Some(at) = error.position() {
+        loc.file = at.path;
+        loc.line = at.line;
+        loc.offset = at.offset;
+        loc.in_plaintext = at.offset_in_text;
+        loc.seq = at.seq;
+    }
+    if let PersistError::Corruption { cause, .. } = error
+        && loc.seq.is_none()
+    {
+        let message = cause.to_string();
+        loc.seq = index_in(&message).or_else(|| number_after(&message, " at seq "));
     }
     loc
 }
@@ -367,44 +347,92 @@ fn io_hint(e: &io::Error) -> String {
     }
 }
 
+/// What to do about a persistence failure: chosen by its [`ErrorKind`], refined for the kinds
+/// whose remedy depends on what exactly is damaged or refused.
 fn persist_hint(error: &PersistError, store: &StoreAt) -> Option<String> {
-    let zstd = store.is_zstd();
-    let other = if zstd { "none" } else { "zstd" };
-    Some(match error.root() {
-        PersistError::NotFound { id } => match store {
+    Some(match error.kind() {
+        ErrorKind::NotFound => match store {
             StoreAt::Jsonl { root, .. } => format!(
-                "no session \"{id}\" is stored under {root}; `sessionctl --root {root} list` shows the stored sessions, or pass a session directory or file path",
+                "no such session is stored under {root}; `sessionctl --root {root} list` shows the stored sessions, or pass a session directory or file path",
                 root = root.display()
             ),
             StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } => format!(
-                "no session \"{id}\" is stored in {}; `sessionctl {} list` shows the stored sessions",
+                "no such session is stored in {}; `sessionctl {} list` shows the stored sessions",
                 store.spec(),
                 store.option()
             ),
         },
-        PersistError::EncodingMismatch { .. } => format!(
-            "this root is opened as --compression {}; pass --compression {other} to read the file, or re-encode it with `sessionctl convert`",
-            if zstd { "zstd" } else { "none" }
-        ),
-        PersistError::FlatLayout { path } => format!(
-            "the stray log {} refuses every command on this root: a session log must live at <root>/<project>/<session id>/session.jsonl[.zstd]; move it into its own session directory, or out of the root",
-            path.display()
-        ),
+        ErrorKind::AlreadyExists => {
+            "choose another session id, or remove the existing session first".into()
+        }
+        ErrorKind::Corrupt => corrupt_hint(error),
+        ErrorKind::FormatUnsupported => unsupported_hint(error),
+        ErrorKind::Invalid => return invalid_hint(error, store),
+        ErrorKind::Locked => {
+            "another process is writing this session; wait for it to finish".into()
+        }
+        ErrorKind::LeaseLost => "another writer changed this session since it was read; nothing was written: run the command again on the current state".into(),
+        ErrorKind::Io => match error {
+            PersistError::Io { source, .. } => io_hint(source),
+            _ => "check the file system (space, permissions, mounts) and retry".into(),
+        },
+        _ => return None,
+    })
+}
+
+/// The remedy for damaged stored data: where the damage is decides what can be cut.
+fn corrupt_hint(error: &PersistError) -> String {
+    match error {
         PersistError::DuplicateId { .. } => "the same id is stored under two project directories; move one of them to another root".into(),
         PersistError::UnparsableCommitted { .. } | PersistError::SeqGap { .. } => "the damage is before the log's last turn/end, so it is not a torn tail and repair will not cut it; keep a copy, cut the file before that line, then run `sessionctl repair`".into(),
         PersistError::ZstdStructure { .. } | PersistError::ZstdFrame { .. } | PersistError::ZstdTornRecord | PersistError::ZstdHeaderFrameLines => "a complete Zstandard frame is damaged (only a torn final frame is recoverable); frames before the given byte are intact: keep a copy, cut the file at that byte, then run `sessionctl repair`".into(),
         PersistError::EmptyLog { .. } | PersistError::HeaderNotJson | PersistError::NotSessionHeader | PersistError::InvalidRawHeader { .. } => "the first line must be the session header record; this file is not a usable session log".into(),
-        PersistError::RetiredHeaderFields => "the header was written by an older harness with retired fields; no upgrade path exists".into(),
-        PersistError::FormatUnsupported { refusal, .. } => match refusal {
-            session_persist::FormatRefusal::UnknownType { .. } => "the log was written by a newer harness; read it with a newer sessionctl".into(),
-            _ => "the log format version is not 0; read it with a build that supports that version".into(),
-        },
         PersistError::IdentityMismatch { .. } | PersistError::IdentityPath { .. } | PersistError::UnnameableHeader { .. } => "the file is not where its header says it belongs (<root>/<project of cwd>/<id>/); move it there, or pass the file from its own root".into(),
-        PersistError::Locked { .. } => "another process is writing this session; wait for it to finish".into(),
-        PersistError::Corruption { .. } | PersistError::InvalidStoredEnvelope { .. } => "the file reads cleanly but its events do not form a valid session; nothing was changed".into(),
-        PersistError::LegacyEvent { .. } | PersistError::MalformedLegacy { .. } => "the log holds a retired event shape that no longer has an upgrade path".into(),
-        PersistError::AlreadyMaterialized { .. } | PersistError::AlreadyPersisted { .. } | PersistError::AlreadyTracked { .. } => "choose another session id, or remove the existing session first".into(),
-        PersistError::Io { source, .. } => io_hint(source),
-        _ => return None,
-    })
+        _ => "the stored data reads but does not form a valid session; nothing was changed".into(),
+    }
+}
+
+/// The remedy for a format this build refuses.
+fn unsupported_hint(error: &PersistError) -> String {
+    match error {
+        PersistError::FlatLayout { path } => format!(
+            "the stray log {} refuses every command on this root: a session log must live at <root>/<project>/<session id>/session.jsonl[.zstd]; move it into its own session directory, or out of the root",
+            path.display()
+        ),
+        PersistError::RetiredHeaderFields => {
+            "the header was written by an older harness with retired fields; no upgrade path exists"
+                .into()
+        }
+        PersistError::LegacyEvent { .. } => {
+            "the log holds a retired event shape that no longer has an upgrade path".into()
+        }
+        PersistError::FormatUnsupported {
+            refusal: session_persist::FormatRefusal::UnknownType { .. },
+            ..
+        } => "the log was written by a newer harness; read it with a newer sessionctl".into(),
+        PersistError::FormatUnsupported { .. } => {
+            "the log format version is not 0; read it with a build that supports that version"
+                .into()
+        }
+        _ => {
+            "this build cannot represent what the log holds; read it with a build that supports it"
+                .into()
+        }
+    }
+}
+
+/// The remedy for refused input or configuration, when there is one to give.
+fn invalid_hint(error: &PersistError, store: &StoreAt) -> Option<String> {
+    let zstd = store.is_zstd();
+    match error {
+        PersistError::EncodingMismatch { .. } => Some(format!(
+            "this root is opened as --compression {}; pass --compression {} to read the file, or re-encode it with `sessionctl convert`",
+            if zstd { "zstd" } else { "none" },
+            if zstd { "none" } else { "zstd" },
+        )),
+        PersistError::PermissiveDirectory { .. } => {
+            Some("another local user can write into this directory; run `chmod go-w` on it".into())
+        }
+        _ => None,
+    }
 }

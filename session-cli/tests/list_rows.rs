@@ -108,6 +108,7 @@ fn a_stray_flat_file_log_fails_list_and_every_command_naming_the_file() {
         assert_eq!(r.code, 1, "{cmd:?}: {}", r.stderr);
         let err = r.json_error();
         assert_eq!(err["message"], want.as_str(), "{cmd:?}");
+        assert_eq!(err["kind"], "format_unsupported", "{cmd:?}");
         assert!(
             err["hint"]
                 .as_str()

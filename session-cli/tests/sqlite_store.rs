@@ -311,6 +311,7 @@ fn commands_on_a_sqlite_store() {
     assert_eq!(unknown.code, 1);
     let error = unknown.json_error();
     assert_eq!(error["message"], "session \"nope\" not found");
+    assert_eq!(error["kind"], "not_found");
     assert_eq!(error["file"], Value::from(db.display().to_string()));
     assert!(
         error["hint"]

@@ -4,13 +4,14 @@
 //! publication is [`session_persist::Error::AlreadyMaterialized`], format refusals stay
 //! [`session_persist::Error::FormatUnsupported`], a closed backend is
 //! [`session_persist::Error::Closed`], a foreign torn marker is
-//! [`session_persist::Error::ForeignMarker`], and everything else keeps its text in
-//! [`session_persist::Error::Backend`].
+//! [`session_persist::Error::ForeignMarker`], and everything else stays typed in
+//! [`session_persist::Error::Foreign`] with its [`Error::kind`]: its `source()` is this [`Error`],
+//! whose `source()` is the [`tokio_postgres::Error`] when the driver failed.
 
 use std::fmt;
 use std::io;
 
-use session_persist::FormatRefusal;
+use session_persist::{ErrorKind, FormatRefusal, Position};
 
 use crate::BACKEND_NAME;
 
@@ -157,6 +158,50 @@ impl Error {
     }
 }
 
+impl Error {
+    /// What kind of failure this is. A driver failure is [`ErrorKind::Locked`] when `PostgreSQL`
+    /// reports a lock it could not take (`55P03`, `40P01`), [`ErrorKind::Backend`] otherwise.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidConfig(_)
+            | Error::TlsUnavailable
+            | Error::ForeignMarker
+            | Error::Fork { .. } => ErrorKind::Invalid,
+            Error::Postgres { source, .. } => {
+                match source.code().map(tokio_postgres::error::SqlState::code) {
+                    Some("55P03" | "40P01") => ErrorKind::Locked,
+                    _ => ErrorKind::Backend,
+                }
+            }
+            Error::ConnectTimeout { .. } | Error::CommitOutcomeMismatch { .. } => {
+                ErrorKind::Backend
+            }
+            Error::SchemaTooNew { .. } | Error::FormatUnsupported(_) => {
+                ErrorKind::FormatUnsupported
+            }
+            Error::Closed => ErrorKind::Closed,
+            Error::AlreadyMaterialized { .. } => ErrorKind::AlreadyExists,
+            Error::LeaseHeld { .. } => ErrorKind::Locked,
+            Error::SessionMissing { .. }
+            | Error::LeaseLost { .. }
+            | Error::AppendStart { .. }
+            | Error::StaleRepair { .. }
+            | Error::StaleCloser { .. } => ErrorKind::LeaseLost,
+            Error::Corrupt { .. } | Error::Zstd(_) => ErrorKind::Corrupt,
+        }
+    }
+
+    /// Where the failure happened, when this error says: the seq of a stored row.
+    #[must_use]
+    pub fn position(&self) -> Option<Position> {
+        match self {
+            Error::Corrupt { seq: Some(seq), .. } => Some(Position::at_seq(*seq)),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -270,7 +315,10 @@ impl From<Error> for session_persist::Error {
             Error::ForeignMarker => session_persist::Error::ForeignMarker {
                 backend: BACKEND_NAME.to_owned(),
             },
-            other => session_persist::Error::Backend(other.to_string()),
+            other => {
+                let (kind, position) = (other.kind(), other.position());
+                session_persist::Error::foreign("Error", kind, position, other)
+            }
         }
     }
 }

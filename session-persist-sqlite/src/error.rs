@@ -1,19 +1,20 @@
 //! The error type of `session-persist-sqlite`.
 //!
 //! Every variant's `Display` is the reference implementation's exact text, so tests can compare
-//! whole messages. [`Error`] converts into [`session_persist::Error`] for the backend contract:
-//! I/O failures stay [`session_persist::Error::Io`], format refusals stay
+//! whole messages; [`Error::kind`] classifies it as a [`session_persist::ErrorKind`]. [`Error`]
+//! converts into [`session_persist::Error`] for the backend contract: I/O failures stay
+//! [`session_persist::Error::Io`], format refusals stay
 //! [`session_persist::Error::FormatUnsupported`], a closed store is
 //! [`session_persist::Error::Closed`], a full file system is an `ENOSPC`
-//! [`session_persist::Error::Io`], a failed rollback stays typed in
-//! [`session_persist::Error::Foreign`] (`AggregateError`), and everything else keeps its text in
-//! [`session_persist::Error::Backend`].
+//! [`session_persist::Error::Io`] (whose source chain ends at `SQLite`'s error), and everything
+//! else stays typed in [`session_persist::Error::Foreign`] with its kind: its `source()` is this
+//! [`Error`], whose `source()` is the [`rusqlite::Error`].
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use session_persist::FormatRefusal;
+use session_persist::{ErrorKind, FormatRefusal, Position, io_code};
 
 use crate::BACKEND_NAME;
 
@@ -317,37 +318,6 @@ impl fmt::Display for Part<'_> {
     }
 }
 
-/// The Node error code of an I/O error, when one is known.
-pub(crate) fn io_code(e: &io::Error) -> Option<&'static str> {
-    if let Some(raw) = e.raw_os_error() {
-        let code = match raw {
-            1 => Some("EPERM"),
-            2 => Some("ENOENT"),
-            5 => Some("EIO"),
-            13 => Some("EACCES"),
-            17 => Some("EEXIST"),
-            20 => Some("ENOTDIR"),
-            21 => Some("EISDIR"),
-            22 => Some("EINVAL"),
-            28 => Some("ENOSPC"),
-            30 => Some("EROFS"),
-            _ => None,
-        };
-        if code.is_some() {
-            return code;
-        }
-    }
-    match e.kind() {
-        io::ErrorKind::NotFound => Some("ENOENT"),
-        io::ErrorKind::PermissionDenied => Some("EACCES"),
-        io::ErrorKind::AlreadyExists => Some("EEXIST"),
-        io::ErrorKind::NotADirectory => Some("ENOTDIR"),
-        io::ErrorKind::IsADirectory => Some("EISDIR"),
-        io::ErrorKind::InvalidInput => Some("EINVAL"),
-        _ => None,
-    }
-}
-
 impl Error {
     /// An [`Error::Io`] for `op` on `path`.
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
@@ -381,6 +351,73 @@ impl Error {
             Error::PathHasNul { .. } => Some("ERR_INVALID_ARG_VALUE"),
             Error::BufferTooLarge { .. } => Some("ERR_BUFFER_TOO_LARGE"),
             Error::InvalidUtf8 => Some("ERR_ENCODING_INVALID_ENCODED_DATA"),
+            _ => None,
+        }
+    }
+
+    /// What kind of failure this is. `SQLite`'s own failures are classified by their primary
+    /// result code: `SQLITE_BUSY`/`SQLITE_LOCKED` are [`ErrorKind::Locked`],
+    /// `SQLITE_CORRUPT`/`SQLITE_NOTADB` [`ErrorKind::Corrupt`], `SQLITE_IOERR`/`SQLITE_FULL`/
+    /// `SQLITE_CANTOPEN` [`ErrorKind::Io`], the rest [`ErrorKind::Backend`].
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidConfig(_)
+            | Error::PathHasNul { .. }
+            | Error::ParentNotDirectory { .. }
+            | Error::ParentNotPrivate { .. }
+            | Error::NotRegularFile { .. }
+            | Error::FileNotPrivate { .. }
+            | Error::SourceSeqsNotIntegers
+            | Error::ForeignMarker => ErrorKind::Invalid,
+            Error::Io { .. } | Error::NoSpace { .. } => ErrorKind::Io,
+            Error::Sqlite(e) => sqlite_kind(e),
+            Error::PragmaNotApplied { .. } | Error::JournalMode { .. } | Error::Task(_) => {
+                ErrorKind::Backend
+            }
+            Error::Unversioned { .. }
+            | Error::SchemaVersion { .. }
+            | Error::ApplicationId { .. }
+            | Error::LoneSurrogate { .. }
+            | Error::FormatUnsupported(_) => ErrorKind::FormatUnsupported,
+            Error::SchemaObjects { .. }
+            | Error::NoStoreIdentity { .. }
+            | Error::InvalidStored { .. }
+            | Error::MalformedRow { .. }
+            | Error::MalformedSourceSeqs { .. }
+            | Error::Json(_)
+            | Error::InvalidUtf8
+            | Error::Zstd(_)
+            | Error::BufferTooLarge { .. }
+            | Error::CorruptCommitted { .. }
+            | Error::InvalidTail { .. } => ErrorKind::Corrupt,
+            Error::MetadataRowMissing { .. } => ErrorKind::NotFound,
+            Error::ApplicationIdChanged { .. }
+            | Error::SchemaChanged { .. }
+            | Error::AppendStart { .. }
+            | Error::StaleRepairTail { .. }
+            | Error::OmittedTornTail { .. }
+            | Error::StaleCloser { .. } => ErrorKind::LeaseLost,
+            Error::RollbackFailed { error, .. } => error.kind(),
+            Error::Closed => ErrorKind::Closed,
+        }
+    }
+
+    /// Where the failure happened, when this error says: the file of a file-system refusal, the
+    /// seq of a stored row.
+    #[must_use]
+    pub fn position(&self) -> Option<Position> {
+        match self {
+            Error::Io { path, .. }
+            | Error::ParentNotDirectory { path }
+            | Error::ParentNotPrivate { path }
+            | Error::NotRegularFile { path }
+            | Error::FileNotPrivate { path }
+            | Error::NoSpace { path, .. } => Some(Position::at_path(path.clone())),
+            Error::LoneSurrogate { seq }
+            | Error::CorruptCommitted { seq }
+            | Error::InvalidTail { seq, .. } => Some(Position::at_seq(*seq)),
+            Error::RollbackFailed { error, .. } => error.position(),
             _ => None,
         }
     }
@@ -578,6 +615,19 @@ impl std::error::Error for Error {
     }
 }
 
+/// The kind of a failure `SQLite` reported, by its primary result code.
+fn sqlite_kind(e: &rusqlite::Error) -> ErrorKind {
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => ErrorKind::Locked,
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => ErrorKind::Corrupt,
+        Some(ErrorCode::SystemIoFailure | ErrorCode::DiskFull | ErrorCode::CannotOpen) => {
+            ErrorKind::Io
+        }
+        _ => ErrorKind::Backend,
+    }
+}
+
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Error {
         Error::Sqlite(e)
@@ -587,12 +637,12 @@ impl From<rusqlite::Error> for Error {
 impl From<Error> for session_persist::Error {
     fn from(e: Error) -> session_persist::Error {
         match e {
-            Error::Io { op, path, source } => session_persist::Error::Io { op, path, source },
-            Error::NoSpace { path, detail } => session_persist::Error::Io {
-                op: "write",
+            Error::Io { op, path, source } => session_persist::Error::io(op, path, source),
+            Error::NoSpace { path, detail } => session_persist::Error::io(
+                "write",
                 path,
-                source: io::Error::new(io::ErrorKind::StorageFull, detail),
-            },
+                io::Error::new(io::ErrorKind::StorageFull, detail),
+            ),
             Error::FormatUnsupported(refusal) => session_persist::Error::FormatUnsupported {
                 refusal,
                 location: None,
@@ -604,11 +654,10 @@ impl From<Error> for session_persist::Error {
                 backend: BACKEND_NAME.to_owned(),
             },
             Error::Task(message) => session_persist::Error::Task { message },
-            rollback @ Error::RollbackFailed { .. } => session_persist::Error::Foreign {
-                name: rollback.name(),
-                error: Box::new(rollback),
-            },
-            other => session_persist::Error::Backend(other.to_string()),
+            other => {
+                let (name, kind, position) = (other.name(), other.kind(), other.position());
+                session_persist::Error::foreign(name, kind, position, other)
+            }
         }
     }
 }

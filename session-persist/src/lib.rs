@@ -82,7 +82,7 @@ pub use coordinator::{
     MAX_WRITE_BATCH_DELAY_MS, Persistence, PersistenceOptions,
 };
 pub use error::LegacyKind;
-pub use error::{Error, FormatRefusal, Result, ZstdStructureError};
+pub use error::{Error, ErrorKind, FormatRefusal, Position, Result, ZstdStructureError, io_code};
 pub use jsonl::{Compression, JSONL_BACKEND_NAME, JsonlBackend, JsonlConfig};
 pub use service::{
     DetailedInspection, Inspection, SessionPersistence, SessionSnapshot, StoredEvents,

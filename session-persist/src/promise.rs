@@ -80,9 +80,9 @@ fn dropped() -> Error {
 }
 
 /// Unwraps a shared error for a single caller: the error itself when this was its only
-/// holder, else a [`Error::Shared`] view of it.
+/// holder, else a clone of it (errors are cheap to clone: their sources sit behind an `Arc`).
 pub(crate) fn unshare(error: Arc<Error>) -> Error {
-    Arc::try_unwrap(error).unwrap_or_else(Error::Shared)
+    Arc::try_unwrap(error).unwrap_or_else(|shared| (*shared).clone())
 }
 
 /// Gives a queued observer prompt cancellation without cancelling shared work

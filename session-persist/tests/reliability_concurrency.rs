@@ -158,9 +158,7 @@ async fn readers_during_writes_see_a_contiguous_prefix() {
                     let events: Vec<Event> = if mode == 0 {
                         match reader.inspect("r", None).await {
                             Ok(i) => i.events.iter().cloned().collect(),
-                            Err(e)
-                                if longest == 0 && matches!(e.root(), Error::NotFound { .. }) =>
-                            {
+                            Err(Error::NotFound { .. }) if longest == 0 => {
                                 tokio::task::yield_now().await;
                                 continue;
                             }
@@ -169,9 +167,7 @@ async fn readers_during_writes_see_a_contiguous_prefix() {
                     } else {
                         match reader.read_from("r", 0, None).await {
                             Ok(s) => s.events,
-                            Err(e)
-                                if longest == 0 && matches!(e.root(), Error::NotFound { .. }) =>
-                            {
+                            Err(Error::NotFound { .. }) if longest == 0 => {
                                 tokio::task::yield_now().await;
                                 continue;
                             }

@@ -362,7 +362,7 @@ fn boot<H: CrashHarness + ?Sized>(harness: &mut H) -> Result<Boot, String> {
         service.set_warning_sink(Arc::new(|_: &str| {}));
         let loaded = match service.load(CRASH_SESSION_ID).await {
             Ok(inspection) => inspection.events.to_vec(),
-            Err(e) if matches!(e.root(), Error::NotFound { .. }) => Vec::new(),
+            Err(Error::NotFound { .. }) => Vec::new(),
             Err(e) => return Err(format!("load after a restart failed: {e}")),
         };
         Ok((service, loaded, torn))

@@ -5,6 +5,7 @@
 //! frame 1 holds the header line, every later frame one append batch.
 
 use std::io;
+use std::sync::Arc;
 
 use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, InBuffer, OutBuffer, ResetDirective};
 
@@ -130,7 +131,7 @@ impl PlainBudget {
         match exceeded {
             Some(limit) => Err(Error::ZstdFrame {
                 offset: offset as u64,
-                source: io::Error::new(io::ErrorKind::InvalidData, limit),
+                source: Arc::new(io::Error::new(io::ErrorKind::InvalidData, limit)),
             }),
             None => Ok(()),
         }
@@ -436,7 +437,7 @@ impl FrameDecoder {
     ) -> Result<()> {
         let fail = |source: io::Error| Error::ZstdFrame {
             offset: offset as u64,
-            source,
+            source: Arc::new(source),
         };
         self.ctx
             .reset(ResetDirective::SessionOnly)
@@ -540,7 +541,7 @@ impl FrameDecoder {
 /// compressor does (content size not recorded).
 pub(crate) fn encode_frame(plain: &[u8]) -> Result<Vec<u8>> {
     let fail = |code: usize| Error::Encode {
-        source: zstd_error(code),
+        source: Arc::new(zstd_error(code)),
     };
     let mut ctx = CCtx::create();
     ctx.set_parameter(CParameter::CompressionLevel(ZSTD_LEVEL))

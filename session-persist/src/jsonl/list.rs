@@ -153,7 +153,9 @@ impl Inner {
         let located = |e: Error| e.with_location(Location::jsonl(path));
         let line = match self.read_header_line(path, decoder) {
             // Removed since the directory was read, or never published: not a session.
-            Err(e) if e.is_io_kind(io::ErrorKind::NotFound) => return Ok(None),
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return Ok(None);
+            }
             other => other.map_err(located)?,
         };
         let Some(line) = line else {
