@@ -79,7 +79,8 @@ impl SmallFs {
             std::env::var(ALLOW_SKIP).as_deref() == Ok("1"),
             "cannot mount a small tmpfs (needs root): {why}; set {ALLOW_SKIP}=1 to skip"
         );
-        eprintln!("SKIPPED: cannot mount a tmpfs: {why}");
+        // Written to the process's stderr directly: the test harness captures `eprintln!`.
+        let _ = writeln!(std::io::stderr(), "\nSKIPPED: cannot mount a tmpfs: {why}");
         None
     }
 

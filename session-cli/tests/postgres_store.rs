@@ -68,7 +68,10 @@ impl Schema {
                     std::env::var("SESSION_PG_REQUIRED").ok().as_deref() != Some("1"),
                     "SESSION_PG_REQUIRED=1 but {line}"
                 );
-                eprintln!("{line}");
+                // Written to the process's stderr directly: the test harness captures
+                // `eprintln!`.
+                let _ =
+                    std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\n{line}\n"));
                 None
             }
         }

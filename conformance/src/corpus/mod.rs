@@ -52,7 +52,8 @@ pub fn locate() -> PathBuf {
 /// # Panics
 ///
 /// When the corpus is not there, unless `SESSION_CORPUS_OPTIONAL=1` is set; then it prints
-/// `SKIPPED: …` (visible with `--nocapture`) and returns `None`.
+/// `SKIPPED: …` to the process's standard error (directly, so the test harness does not
+/// capture it) and returns `None`.
 pub fn require() -> Option<PathBuf> {
     let dir = locate();
     if dir.join("index.json").is_file() {
@@ -65,9 +66,12 @@ pub fn require() -> Option<PathBuf> {
          {CORPUS_OPTIONAL_ENV}=1 to skip tests that need it)",
         dir.display()
     );
-    eprintln!(
-        "SKIPPED: golden corpus not found at {} ({CORPUS_OPTIONAL_ENV}=1)",
-        dir.display()
+    let _ = std::io::Write::write_fmt(
+        &mut std::io::stderr(),
+        format_args!(
+            "\nSKIPPED: golden corpus not found at {} ({CORPUS_OPTIONAL_ENV}=1)\n",
+            dir.display()
+        ),
     );
     None
 }
