@@ -693,6 +693,22 @@ impl Event {
         }
     }
 
+    /// `data.turn` and `data.step`, read without building the `data` of a compact chunk
+    /// member (a member's `data` is built on first use and kept, so a pass over every event
+    /// that needs only these two fields would otherwise hold every chunk's `data`).
+    pub fn turn_and_step(&self) -> (Option<&Value>, Option<&Value>) {
+        match &self.0 {
+            Repr::Member(b, k) => {
+                let meta = b.meta(*k);
+                (Some(&meta.turn), Some(&meta.step))
+            }
+            Repr::Single(_) | Repr::Verbatim(_) => {
+                let data = self.data();
+                (data.get("turn"), data.get("step"))
+            }
+        }
+    }
+
     /// The payload read as `T` (a [`crate::vocab`] type or any `Deserialize` type; strings
     /// may borrow from the event). The error names the event and the path in `data`.
     pub fn data_as<'a, T: serde::Deserialize<'a>>(&'a self) -> Result<T, Error> {

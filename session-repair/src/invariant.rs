@@ -193,9 +193,8 @@ impl Trace {
             ));
         }
         let ty = event.event_type();
-        let data = event.data();
-        let turn = data.get("turn");
-        let step = data.get("step");
+        // Chunks are most of a log: their `data` is not built just to read turn and step.
+        let (turn, step) = event.turn_and_step();
         match ty {
             "turn/start" => {
                 if let Some(open) = self.open_turn {
@@ -256,6 +255,7 @@ impl Trace {
             "tool/result" => {
                 if event.surface_op_value().and_then(Value::as_str) == Some("append") {
                     self.names_open_step(ty, turn, step)?;
+                    let data = event.data();
                     let message = data.get("message");
                     let call_id = message
                         .and_then(|m| m.get("source"))
@@ -304,7 +304,6 @@ impl Trace {
     /// Applies a validated event.
     fn advance(&mut self, event: &Event) {
         self.last_seq = Some(event.seq());
-        let data = event.data();
         match event.event_type() {
             "turn/start" => {
                 self.open_turn = Some(self.next_turn);
@@ -321,12 +320,13 @@ impl Trace {
                 self.next_step = self.next_step.saturating_add(1);
             }
             "tool/call" => {
-                if let Some(k) = CallKey::of(data.get("callId")) {
+                if let Some(k) = CallKey::of(event.data().get("callId")) {
                     self.pending.insert(k);
                 }
             }
             "tool/result" if event.surface_op_value().and_then(Value::as_str) == Some("append") => {
-                let call_id = data
+                let call_id = event
+                    .data()
                     .get("message")
                     .and_then(|m| m.get("source"))
                     .and_then(|s| s.get("callId"));
