@@ -73,7 +73,7 @@ fn main() {
     let r = root.to_str().expect("UTF-8 path");
     let id = manifest.session_id.as_str();
     let f = file.to_str().expect("UTF-8 path");
-    let commands: [(&str, Vec<&str>); 9] = [
+    let commands: [(&str, Vec<&str>); 10] = [
         ("inspect", vec!["--root", r, "inspect", id]),
         ("messages", vec!["--root", r, "messages", id]),
         ("transcript", vec!["--root", r, "transcript", id]),
@@ -84,6 +84,7 @@ fn main() {
             vec!["--root", r, "repair", id, "--dry-run"],
         ),
         ("verify", vec!["verify", f]),
+        ("verify --strict", vec!["verify", f, "--strict"]),
         ("list", vec!["--root", r, "list"]),
         ("inspect (file outside a layout)", vec!["inspect", f]),
     ];
