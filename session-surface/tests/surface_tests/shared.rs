@@ -2,14 +2,13 @@
 
 #![allow(clippy::unwrap_used)] // test helpers unwrap like the tests themselves
 
-mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use session_core::Event;
 use session_surface::{BoxError, Draft, Session, SessionObserver, SharedSession};
 

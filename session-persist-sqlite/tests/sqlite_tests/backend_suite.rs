@@ -10,13 +10,12 @@
 //! then writing the next record cut in half, through a connection of its own.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use common::TempDir;
+use crate::common::TempDir;
 use conformance::backend_suite::{Capabilities, Harness, Storages, async_trait};
 use session_core::{Event, SessionHeader};
 use session_persist::Backend;
@@ -25,7 +24,7 @@ use session_persist_sqlite::{JournalMode, SqliteBackend, SqliteConfig};
 
 /// The `SQLite` backend on database files under one temporary directory, removed with the
 /// harness.
-pub struct SqliteHarness {
+pub(crate) struct SqliteHarness {
     journal_mode: JournalMode,
     dir: TempDir,
     next: AtomicU64,
@@ -34,7 +33,7 @@ pub struct SqliteHarness {
 
 impl SqliteHarness {
     /// A harness whose stores use `journal_mode`.
-    pub fn new(journal_mode: JournalMode) -> SqliteHarness {
+    pub(crate) fn new(journal_mode: JournalMode) -> SqliteHarness {
         SqliteHarness {
             journal_mode,
             dir: TempDir::new(&format!("suite-{}", journal_mode.as_str())),

@@ -3,13 +3,12 @@
 //! `source()` and downcastable to [`rusqlite::Error`].
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
 
 use std::error::Error as _;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use session_persist::{Backend, ErrorKind, Position};
 use session_persist_sqlite::rusqlite::{self, ErrorCode};
 use session_persist_sqlite::{SqliteBackend, SqliteConfig};

@@ -3,9 +3,8 @@
 //! JSONL backend with zstd.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use session_core::json::MAX_SAFE_INTEGER;
 use session_core::{Event, SessionHeader};

@@ -4,11 +4,10 @@
 //! documented schema says.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::*;
+use crate::common::*;
 use session_core::Event;
 use session_persist::Backend;
 use session_persist_sqlite::rusqlite::{params, types::Value as SqlValue};

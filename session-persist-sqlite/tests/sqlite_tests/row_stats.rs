@@ -1,9 +1,8 @@
 //! `SqliteBackend::row_stats`: what a session's rows hold, checked against the rows themselves.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use session_core::Event;
 use session_persist::Backend;
 use session_persist_sqlite::RowStats;

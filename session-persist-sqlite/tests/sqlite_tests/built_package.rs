@@ -34,7 +34,8 @@ fn list_in_child() {
 // gives `[]`, with empty standard error.
 #[test]
 fn list_on_memory_in_a_fresh_process_is_empty_and_quiet() {
-    const NAME: &str = "list_on_memory_in_a_fresh_process_is_empty_and_quiet";
+    // The test's name in this binary: its module path below the crate, then the function.
+    const NAME: &str = "built_package::list_on_memory_in_a_fresh_process_is_empty_and_quiet";
     if std::env::var_os(CHILD).is_some() {
         list_in_child();
         return;

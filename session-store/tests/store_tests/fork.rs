@@ -1,9 +1,8 @@
 //! `SessionStore::fork` at store level: session-core §6.2 and §8.6 (items 135-148).
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-mod common;
 
-use common::{json, plugin, seed_one_turn, store, turn_end, turn_start, user};
+use crate::common::{json, plugin, seed_one_turn, store, turn_end, turn_start, user};
 use session_core::json::Value;
 use session_fork::ForkErrorCode;
 use session_store::{Error, ForkSource, PrepareOptions, SessionStore, SharedSession};

@@ -2,11 +2,10 @@
 //! §2.7.
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-mod common;
 
 use std::sync::{Arc, Mutex};
 
-use common::{
+use crate::common::{
     Log, json, plugin, seed_one_turn, store, store_with_warnings, turn_start, user, user_message,
 };
 use session_core::json::Value;
@@ -440,7 +439,7 @@ fn a_relative_cwd_is_refused_and_nothing_is_registered() {
 #[test]
 // session-core §8.2 #60
 fn a_session_created_without_a_store_gets_a_version_0_header() {
-    let session = Session::create("alone", None, None, common::clock()).unwrap();
+    let session = Session::create("alone", None, None, crate::common::clock()).unwrap();
     assert_eq!(session.header().created_at, 1_767_225_600_000);
     assert_eq!(
         session

@@ -2,9 +2,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers unwrap like the tests themselves
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use session_core::Event;
 use session_core::event::is_surface_eligible_type;
 use session_core::json::Value;

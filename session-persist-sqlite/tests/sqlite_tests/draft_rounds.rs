@@ -3,13 +3,12 @@
 //! `flush` and `load`s back exactly, and a refused draft stores nothing.
 #![allow(clippy::unwrap_used)]
 
-mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use common::TempDir;
+use crate::common::TempDir;
 use conformance::backend_suite::{Capabilities, Harness, Storages, async_trait};
 use conformance::draft_rounds::{Round, arb_round, check_round};
 use proptest::prelude::*;

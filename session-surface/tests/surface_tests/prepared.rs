@@ -3,9 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers unwrap like the tests themselves
 
-mod common;
 
-use common::{clock, session, user, v};
+use crate::common::{clock, session, user, v};
 use session_surface::{Draft, PreparedDraft, Session};
 
 #[test]

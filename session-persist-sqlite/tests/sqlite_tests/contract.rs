@@ -3,11 +3,10 @@
 //! on a file (reopened as a fresh backend where the reference reloads) and on `:memory:`.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
 
 use std::sync::Arc;
 
-use common::{TempDir, backend_at, memory, raw};
+use crate::common::{TempDir, backend_at, memory, raw};
 use session_core::{Event, FixedClock, SessionHeader};
 use session_persist::{Backend, Persistence, PersistenceOptions};
 use session_persist_sqlite::rusqlite::params;

@@ -3,9 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::many_single_char_names)] // test helpers unwrap like the tests themselves
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use session_core::json::Value;
 use session_surface::{Draft, Session, Transcript, fold_surface};

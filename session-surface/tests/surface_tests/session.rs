@@ -2,9 +2,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers unwrap like the tests themselves
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use session_core::json::Value;
 use session_core::{FixedClock, SharedClock};
 use session_surface::{Draft, Error, SeedMode, Session, check_message_shape};

@@ -2,13 +2,12 @@
 //! concern this backend's storage hooks.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use session_core::{Event, SessionHeader};
 use session_persist::{Backend, TornMarker};
 use session_persist_sqlite::rusqlite::{self, Connection, params};

@@ -3,7 +3,6 @@
 //! rollback names both failures.
 #![allow(clippy::unwrap_used)]
 
-mod common;
 
 use std::error::Error as _;
 use std::io;
@@ -11,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use session_core::Event;
 use session_persist::Backend;
 use session_persist_sqlite::rusqlite;

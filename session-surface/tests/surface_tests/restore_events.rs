@@ -2,9 +2,8 @@
 //! the same messages, and the same session, for seeds given as parsed events.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap like the tests
 
-mod common;
 
-use common::{assistant_text, clock, tool_result, user, v};
+use crate::common::{assistant_text, clock, tool_result, user, v};
 use session_core::json::Value;
 use session_core::{Event, Events};
 use session_surface::{Draft, Session};

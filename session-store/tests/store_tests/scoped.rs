@@ -1,12 +1,11 @@
 //! Scoped listeners and `flush`: session-core §8.13 (scoped.spec).
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Log, plugin, store};
+use crate::common::{Log, plugin, store};
 use session_store::{BoxError, BoxFuture, Dispatch, Error, PrepareOptions, block_on};
 
 fn boom(message: &str) -> BoxError {

@@ -1,0 +1,15 @@
+//! The integration tests of `session-persist-sqlite`, in one binary (one link instead of one per file).
+
+mod common;
+mod backend_suite;
+mod built_package;
+mod compat;
+mod compression;
+mod contract;
+mod differential;
+mod draft_rounds;
+mod durability;
+mod error_kinds;
+mod row_stats;
+mod sql_boundary;
+mod sqlite;

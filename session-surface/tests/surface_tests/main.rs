@@ -1,0 +1,15 @@
+//! The integration tests of `session-surface`, in one binary (one link instead of one per file).
+
+mod common;
+mod append_rules;
+mod arbitrary_input;
+mod corpus;
+mod derived_cache;
+mod from_serde;
+mod fuzz_regressions;
+mod prepared;
+mod properties;
+mod restore_events;
+mod session;
+mod shared;
+mod surface;
