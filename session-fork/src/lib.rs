@@ -57,7 +57,7 @@ use session_surface::Session;
 
 mod uncompact;
 
-pub use uncompact::{PROVENANCE_TYPE, UNDONE_TYPE, Undo, UncompactError, uncompact};
+pub use uncompact::{PROVENANCE_TYPE, UNDONE_TYPE, UncompactError, Undo, uncompact};
 
 /// What kind of fork failure a [`ForkError`] is (`SessionForkError.code`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -69,7 +69,10 @@ impl fmt::Display for UncompactError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             UncompactError::NotACompaction { session, seq } => {
-                write!(f, "seq {seq} of session \"{session}\" is not a surface replace")
+                write!(
+                    f,
+                    "seq {seq} of session \"{session}\" is not a surface replace"
+                )
             }
             UncompactError::NothingToUndo { session } => {
                 write!(f, "session \"{session}\" has no compaction to undo")
@@ -249,11 +252,19 @@ struct Rewrite<'a>(&'a HashMap<u64, Vec<u64>>);
 
 impl Rewrite<'_> {
     fn first(&self, seq: u64) -> u64 {
-        self.0.get(&seq).and_then(|v| v.first()).copied().unwrap_or(seq)
+        self.0
+            .get(&seq)
+            .and_then(|v| v.first())
+            .copied()
+            .unwrap_or(seq)
     }
 
     fn last(&self, seq: u64) -> u64 {
-        self.0.get(&seq).and_then(|v| v.last()).copied().unwrap_or(seq)
+        self.0
+            .get(&seq)
+            .and_then(|v| v.last())
+            .copied()
+            .unwrap_or(seq)
     }
 
     /// An array of seqs with every undone replace expanded (first occurrences kept); a value
