@@ -9,10 +9,10 @@ use std::collections::{HashMap, HashSet};
 
 use session_core::Events;
 use session_core::json::Value;
-use session_fork::{Undo, uncompact as uncompact_session};
+use session_fork::{Undo, uncompact_events};
 use session_surface::{
-    Compaction, Session, Transcript, TranscriptEntry, ViewSize, compactions_of,
-    derive_event_message, fold_surface, view_size,
+    Compaction, Transcript, TranscriptEntry, ViewSize, compactions_of, derive_event_message,
+    fold_surface, view_size,
 };
 
 use crate::args::{Global, Invocation};
@@ -389,20 +389,19 @@ pub(crate) fn uncompact(global: &Global, args: &UncompactArgs, out: &mut Out) ->
         });
     }
     let clock = store.sessions.clock().clone();
-    let parent = Session::from_restore_events(
-        target.id.as_str(),
-        events.clone(),
-        &meta.to_value(),
-        clock.clone(),
+    let parent_messages = nodes_at(&events, &target.id)?
+        .iter()
+        .filter(|&&n| message_at(&events, n).is_some())
+        .count();
+    let child = uncompact_events(
+        &target.id,
+        meta.cwd.as_deref(),
+        &events,
+        &args.undo,
+        &args.child,
+        clock,
     )
     .map_err(|e| {
-        Error::failed(
-            format!("session \"{}\" does not load: {e}", target.id),
-            None,
-        )
-    })?;
-    let parent_messages = parent.derive_messages().len();
-    let child = uncompact_session(&parent, &args.undo, &args.child, clock).map_err(|e| {
         let hint = match &e {
             session_fork::Error::Uncompact(_) => {
                 Some("`sessionctl compactions` lists the seqs of the replaces".into())
@@ -411,7 +410,6 @@ pub(crate) fn uncompact(global: &Global, args: &UncompactArgs, out: &mut Out) ->
         };
         Error::failed(e.to_string(), hint)
     })?;
-    drop(parent);
     let undone: Vec<u64> = match &args.undo {
         Undo::Seqs(s) => {
             let mut s = s.clone();

@@ -37,8 +37,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use session_core::event::{SurfaceOp, seq_value};
 use session_core::json::Value;
-use session_core::{Clock, Event, SharedClock};
-use session_surface::{Compaction, Draft, Session};
+use session_core::{Clock, Event, Events, SharedClock};
+use session_surface::{Compaction, Draft, Session, Transcript, compactions_of};
 
 use crate::{Error, Result, child_header};
 
@@ -130,8 +130,52 @@ pub fn uncompact(
     child_id: &str,
     clock: SharedClock,
 ) -> Result<Session> {
-    let parent_id: &str = parent.id();
     let compactions = parent.compactions();
+    build(
+        parent.id(),
+        parent.header().cwd.as_deref(),
+        &parent.events(),
+        &compactions,
+        undo,
+        child_id,
+        clock,
+    )
+}
+
+/// [`uncompact`] for a parent that is not loaded as a [`Session`], e.g. a stored log: session
+/// `parent_id` (working directory `parent_cwd`) whose log is exactly `events` (no end-seed
+/// marker is added to it, as loading would).
+pub fn uncompact_events(
+    parent_id: &str,
+    parent_cwd: Option<&str>,
+    events: &Events,
+    undo: &Undo,
+    child_id: &str,
+    clock: SharedClock,
+) -> Result<Session> {
+    let transcript = Transcript::from_events(events.iter())
+        .map_err(|e| Error::Session(session_surface::Error::from(e)))?;
+    let compactions = compactions_of(&transcript);
+    build(
+        parent_id,
+        parent_cwd,
+        events,
+        &compactions,
+        undo,
+        child_id,
+        clock,
+    )
+}
+
+fn build(
+    parent_id: &str,
+    parent_cwd: Option<&str>,
+    events: &Events,
+    compactions: &[Compaction],
+    undo: &Undo,
+    child_id: &str,
+    clock: SharedClock,
+) -> Result<Session> {
     let undone: BTreeSet<u64> = match undo {
         Undo::All => compactions.iter().map(|c| c.seq).collect(),
         Undo::Seqs(seqs) => {
@@ -151,16 +195,9 @@ pub fn uncompact(
             session: parent_id.to_owned(),
         }));
     };
-    let expansion = expansions(&compactions, &undone);
-    let events = parent.events();
+    let expansion = expansions(compactions, &undone);
     let seed_length = usize::try_from(first).unwrap_or(usize::MAX);
-    let header = child_header(
-        child_id,
-        clock.now_ms(),
-        parent.header().cwd.as_deref(),
-        parent_id,
-        seed_length,
-    );
+    let header = child_header(child_id, clock.now_ms(), parent_cwd, parent_id, seed_length);
     let carry = Arc::new(CarryClock {
         inner: clock,
         at: AtomicI64::new(0),
