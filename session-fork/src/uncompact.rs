@@ -124,6 +124,34 @@ impl CarryClock {
 /// Builds child `child_id` of `parent` with the replaces `undo` names undone (see the module
 /// docs for the child's exact shape and seq mapping). Cost: one pass over the parent's
 /// transcript, plus one validated append per parent event after the first undone replace.
+///
+/// ```
+/// use std::sync::Arc;
+/// use session_core::{FixedClock, SharedClock, json::Value};
+/// use session_fork::{Undo, uncompact};
+/// use session_surface::{Draft, Session};
+///
+/// let clock: SharedClock = Arc::new(FixedClock::new(1_000));
+/// let mut parent = Session::create("parent", None, None, clock.clone())?;
+/// let user = |id: &str, text: &str| {
+///     Value::parse(&format!(
+///         r#"{{"id":"{id}","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}}"#
+///     ))
+/// };
+/// parent.append(Draft::new("user/message", user("m1", "first")?).append_op())?;
+/// parent.append(Draft::new("user/message", user("m2", "second")?).append_op())?;
+/// // seq 2 compacts seqs 0..=1 into a summary.
+/// parent.append(Draft::new("user/message", user("m3", "summary")?).replace_op(0, 1).sources(&[0, 1]))?;
+/// assert_eq!(parent.derive_messages().len(), 1);
+/// assert_eq!(parent.compactions()[0].shadowed, vec![0, 1]);
+///
+/// let child = uncompact(&parent, &Undo::Seqs(vec![2]), "child", clock)?;
+/// assert_eq!(child.derive_messages().len(), 2); // the originals are back
+/// assert_eq!(child.header().parent_session.as_deref(), Some("parent"));
+/// assert_eq!(child.header().seed_length, Some(2));
+/// assert_eq!(parent.derive_messages().len(), 1); // the parent is unchanged
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn uncompact(
     parent: &Session,
     undo: &Undo,
@@ -346,15 +374,15 @@ impl Rewrite<'_> {
             return value.clone();
         };
         let mut out = o.clone();
-        if let Some(s) = o.get("start").and_then(Value::as_u64) {
-            if self.0.contains_key(&s) {
-                out = out.with("start", seq_value(self.first(s)));
-            }
+        if let Some(s) = o.get("start").and_then(Value::as_u64)
+            && self.0.contains_key(&s)
+        {
+            out = out.with("start", seq_value(self.first(s)));
         }
-        if let Some(e) = o.get("end").and_then(Value::as_u64) {
-            if self.0.contains_key(&e) {
-                out = out.with("end", seq_value(self.last(e)));
-            }
+        if let Some(e) = o.get("end").and_then(Value::as_u64)
+            && self.0.contains_key(&e)
+        {
+            out = out.with("end", seq_value(self.last(e)));
         }
         Value::Object(out)
     }
@@ -387,10 +415,10 @@ impl Rewrite<'_> {
                 }
             }
             "command/done" => {
-                if let Some(s) = o.get("sourceEventSeq").and_then(Value::as_u64) {
-                    if self.0.contains_key(&s) {
-                        set(&mut out, "sourceEventSeq", seq_value(self.first(s)));
-                    }
+                if let Some(s) = o.get("sourceEventSeq").and_then(Value::as_u64)
+                    && self.0.contains_key(&s)
+                {
+                    set(&mut out, "sourceEventSeq", seq_value(self.first(s)));
                 }
             }
             _ => {}
