@@ -89,7 +89,7 @@ fn model_fold(events: &Events, skip: &[u64]) -> (Vec<u64>, Vec<ModelReplace>) {
                     continue;
                 }
                 let before = size(events, &nodes);
-                for r in replaces.iter_mut() {
+                for r in &mut replaces {
                     if shadowed.contains(&r.seq) {
                         r.covered_by = Some(e.seq());
                     }

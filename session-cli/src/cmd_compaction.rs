@@ -232,6 +232,20 @@ fn size_of(events: &Events, nodes: &[u64]) -> ViewSize {
     view_size(&messages)
 }
 
+/// A message's heading and first characters, or `(no message)`.
+fn one_line(message: Option<&Value>) -> String {
+    message.map_or_else(
+        || "(no message)".into(),
+        |m| {
+            format!(
+                "{}: {}",
+                message_heading(m),
+                message_summary(m, SUMMARY_CHARS)
+            )
+        },
+    )
+}
+
 /// `diff`.
 pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()> {
     if args.from > args.to {
@@ -339,15 +353,7 @@ pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()
         out.line("")?;
         out.line(&s.bold(&format!("{} left the view", left.len())))?;
         for &(n, by) in &left {
-            let what = message_at(&events, n)
-                .map(|m| {
-                    format!(
-                        "{}: {}",
-                        message_heading(&m),
-                        message_summary(&m, SUMMARY_CHARS)
-                    )
-                })
-                .unwrap_or_else(|| "(no message)".into());
+            let what = one_line(message_at(&events, n).as_ref());
             let by = by
                 .map(|b| format!(" (replaced by seq {b})"))
                 .unwrap_or_default();
@@ -356,15 +362,7 @@ pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()
         out.line("")?;
         out.line(&s.bold(&format!("{} entered the view", entered.len())))?;
         for &n in &entered {
-            let what = message_at(&events, n)
-                .map(|m| {
-                    format!(
-                        "{}: {}",
-                        message_heading(&m),
-                        message_summary(&m, SUMMARY_CHARS)
-                    )
-                })
-                .unwrap_or_else(|| "(no message)".into());
+            let what = one_line(message_at(&events, n).as_ref());
             let stands = replaces
                 .get(&n)
                 .map(|r| format!(" (in place of seqs {})", join_seqs(r)))

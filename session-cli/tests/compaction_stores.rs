@@ -4,7 +4,7 @@
 //! of the child written on plain JSONL (the closing provenance record's `time`, which is the
 //! wall clock, aside), and the model reads the same messages.
 //!
-//! The PostgreSQL case says so on standard error and passes when the server is not reachable,
+//! The `PostgreSQL` case says so on standard error and passes when the server is not reachable,
 //! unless `SESSION_PG_REQUIRED=1`.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
@@ -20,7 +20,7 @@ use serde_json::Value;
 const LOG: &str = "acp.agent-instructions__session";
 
 /// Event lines as JSON, the `time` of the last one (the provenance record) removed.
-fn comparable(lines: Vec<String>) -> Vec<Value> {
+fn comparable(lines: &[String]) -> Vec<Value> {
     let mut values: Vec<Value> = lines
         .iter()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -85,7 +85,7 @@ fn uncompact_on(store: &[&str], parent: &Parent, back: &Path) -> (Value, Vec<Val
     let converted = run(&args).ok().json();
     assert_eq!(converted["verified"], true, "{converted}");
     let file = converted["to"]["file"].as_str().unwrap().to_owned();
-    (messages, comparable(event_lines(Path::new(&file))))
+    (messages, comparable(&event_lines(Path::new(&file))))
 }
 
 /// The child on plain JSONL: its messages and events.
@@ -111,7 +111,7 @@ fn reference(parent: &Parent) -> (Value, Vec<Value>) {
         .clone();
     let verify = run(&["--root", &parent.root, "verify", "--strict", &file]).ok();
     assert!(verify.stdout.contains("1 passed"), "{}", verify.stdout);
-    (messages, comparable(event_lines(Path::new(&file))))
+    (messages, comparable(&event_lines(Path::new(&file))))
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Helpers shared by the tests that use several stores: the PostgreSQL server and a schema
+//! Helpers shared by the tests that use several stores: the `PostgreSQL` server and a schema
 //! of its own per test, and the event lines of a plain JSONL log.
 
 use std::path::Path;
