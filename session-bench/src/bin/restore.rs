@@ -20,6 +20,7 @@
 
 #![allow(clippy::print_stdout)]
 
+use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -203,11 +204,12 @@ fn inspect(
         {
             let t = Instant::now();
             let compactions = compactions_of(&detailed.transcript);
-            line.push_str(&format!(
+            let _ = write!(
+                line,
                 " compactions={} history={:.3}s",
                 compactions.len(),
                 t.elapsed().as_secs_f64()
-            ));
+            );
             if mode == Mode::Uncompact {
                 let first = compactions
                     .first()
@@ -231,22 +233,23 @@ fn inspect(
                 store.flush(&shared).await?;
                 let written = t.elapsed();
                 let path = persistence.locate(&shared.header()).map(|l| l.path);
-                line.push_str(&format!(
+                let _ = write!(
+                    line,
                     " undone={first} child_events={} build={:.3}s write={:.3}s",
                     shared.seq(),
                     built.as_secs_f64(),
                     written.as_secs_f64()
-                ));
+                );
                 drop(shared);
                 persistence.dispose().await?;
                 if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
                     std::fs::remove_dir_all(dir)?;
                 }
-                line.push_str(&format!(" total={:.3}s", start.elapsed().as_secs_f64()));
+                let _ = write!(line, " total={:.3}s", start.elapsed().as_secs_f64());
                 return Ok(line);
             }
         }
-        line.push_str(&format!(" total={:.3}s", start.elapsed().as_secs_f64()));
+        let _ = write!(line, " total={:.3}s", start.elapsed().as_secs_f64());
         drop(view);
         persistence.dispose().await?;
         Ok(line)
