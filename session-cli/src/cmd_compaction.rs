@@ -21,6 +21,7 @@ use crate::cmd_write::publish_child;
 use crate::error::{Error, Result};
 use crate::json::{num, obj, opt_num, opt_str, seqs};
 use crate::output::{Out, escape_controls};
+use crate::progress::with_spinner;
 use crate::render::{join_seqs, message_heading, message_summary};
 use crate::store::{Store, Target, resolve};
 
@@ -156,10 +157,15 @@ fn compaction_json(c: &Compaction) -> Value {
 /// `compactions`.
 pub(crate) fn compactions(global: &Global, args: &CompactionsArgs, out: &mut Out) -> Result<()> {
     let (target, store) = open(global, &args.session, true)?;
-    let (_, events) = inspect_events(&store, &target)?;
-    let transcript =
-        Transcript::from_events(events.iter()).map_err(|e| not_folding(&target.id, &e))?;
-    let list = compactions_of(&transcript);
+    // The inspection built the session: its transcript holds every replacement, so the
+    // history needs no second fold of the log.
+    let id = target.id.clone();
+    let detailed = with_spinner(format!("reading {id}"), || {
+        store.block_on(store.persistence.inspect_detailed(&id, None))
+    })
+    .map_err(|e| store.err(e, target.file.as_deref()))?;
+    let list = compactions_of(&detailed.transcript);
+    drop(detailed);
     if global.json {
         let doc = obj([
             schema("compactions"),

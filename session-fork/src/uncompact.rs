@@ -22,6 +22,9 @@
 //! - The child ends with an ignorable `uncompact/provenance` record:
 //!   `{"parentSession", "parentEvents", "undone": [seq, …]}`.
 //!
+//! Carried events are validated as seed entries ([`Session::append_carried`]) and shared with
+//! the parent when nothing in them changes, so a compact chunk member stays compact.
+//!
 //! Every record is in the reference's vocabulary (the two record types are unknown to it and
 //! marked `ignorable`), so the reference loads the child.
 //!
@@ -35,6 +38,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
+use session_core::event::EventParts;
 use session_core::event::{SurfaceOp, seq_value};
 use session_core::json::Value;
 use session_core::{Clock, Event, Events, SharedClock};
@@ -123,7 +127,8 @@ impl CarryClock {
 
 /// Builds child `child_id` of `parent` with the replaces `undo` names undone (see the module
 /// docs for the child's exact shape and seq mapping). Cost: one pass over the parent's
-/// transcript, plus one validated append per parent event after the first undone replace.
+/// transcript, plus one seed-entry validation per parent event after the first undone
+/// replace (the events themselves are shared unless a reference in them changes).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -258,7 +263,10 @@ fn build(
                 }
                 continue;
             }
-            child.append(carried(event, &expansion))?;
+            match carried(event, &expansion) {
+                Some(rewritten) => child.append_carried(&rewritten)?,
+                None => child.append_carried(event)?,
+            };
         }
         carry.release();
         let provenance = Value::object([
@@ -290,27 +298,38 @@ fn expansions(compactions: &[Compaction], undone: &BTreeSet<u64>) -> HashMap<u64
     expansion
 }
 
-/// The draft that carries `event` into the child, with references to undone replaces
-/// expanded.
-fn carried(event: &Event, expansion: &HashMap<u64, Vec<u64>>) -> Draft {
+/// `event` with its references to undone replaces expanded, or `None` when it names none
+/// (it is then carried as it is, shared).
+fn carried(event: &Event, expansion: &HashMap<u64, Vec<u64>>) -> Option<Event> {
     let rewrite = Rewrite(expansion);
-    let data = rewrite.payload(event.event_type(), event.data());
-    let mut draft = Draft::new(event.event_type_arc().clone(), data);
-    if let Some(op) = event.surface_op_value() {
-        draft = match event.surface_op() {
-            Some(SurfaceOp::Replace { start, end }) => {
-                draft.replace_op(rewrite.first(start), rewrite.last(end))
-            }
-            _ => draft.surface_op_value(op.clone()),
-        };
+    let mut parts: Option<EventParts> = None;
+    // Only these payloads name seqs the child rewrites; reading any other payload could build
+    // a compact member's data for nothing.
+    if matches!(
+        event.event_type(),
+        "session/title" | "compaction/summary" | "compaction/prune" | "command/done"
+    ) {
+        let data = rewrite.payload(event.event_type(), event.data());
+        if !data.ptr_eq(event.data()) {
+            parts.get_or_insert_with(|| event.to_parts()).data = data;
+        }
+    }
+    if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
+        let (s, e) = (rewrite.first(start), rewrite.last(end));
+        if (s, e) != (start, end) {
+            parts.get_or_insert_with(|| event.to_parts()).surface_op =
+                Some(SurfaceOp::Replace { start: s, end: e }.to_value());
+        }
     }
     if let Some(sources) = event.source_event_seqs_value() {
-        draft = draft.sources_value(rewrite.seq_array(sources));
+        let rewritten = rewrite.seq_array(sources);
+        if !rewritten.ptr_eq(sources) {
+            parts
+                .get_or_insert_with(|| event.to_parts())
+                .source_event_seqs = Some(rewritten);
+        }
     }
-    if event.ignorable() {
-        draft = draft.ignorable();
-    }
-    draft
+    parts.map(|p| Event::from_parts(p, event.key_order()))
 }
 
 struct Rewrite<'a>(&'a HashMap<u64, Vec<u64>>);
