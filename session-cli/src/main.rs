@@ -31,6 +31,7 @@
 
 mod append_failure;
 mod args;
+mod cmd_import;
 mod cmd_read;
 mod cmd_verify;
 mod cmd_write;
@@ -66,6 +67,11 @@ fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
         "seal" => cmd_write::seal(inv, out),
         "verify" => cmd_verify::verify(inv, out),
         "stats" => cmd_read::stats(inv, out),
+        "import" => cmd_import::import(
+            &cmd_import::ImportArgs::from_operands(&inv.operands, inv.value("--id"))?,
+            &inv.global,
+            out,
+        ),
         other => Err(Error::usage(format!("unknown command \"{other}\""))),
     }
 }

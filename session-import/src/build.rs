@@ -388,10 +388,13 @@ impl Builder {
     /// A user-role message (a prompt, injected context, a notice) in the open turn (or a new
     /// one when none is open and `starts_turn`).
     pub(crate) fn user_message(&mut self, message: Message, starts_turn: bool) {
-        self.end_step();
         if starts_turn {
+            self.end_step();
             self.begin_turn();
         } else {
+            // Context injected mid-step (an approval notice between a call and its output)
+            // stays in the step, after the response so far.
+            self.flush();
             self.ensure_turn();
         }
         self.turn_fresh = false;
