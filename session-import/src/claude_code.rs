@@ -274,6 +274,8 @@ fn first_session_id(path: &Path) -> Option<String> {
 struct State {
     b: Builder,
     awaiting_summary: bool,
+    /// The usage of the request whose first record is being mapped.
+    final_usage: Option<Usage>,
 }
 
 fn build(
@@ -313,6 +315,7 @@ fn build(
     let mut st = State {
         b,
         awaiting_summary: false,
+        final_usage: None,
     };
     st.b.report.files.push(source.path.clone());
     st.b.report.cut = cut;
@@ -321,8 +324,28 @@ fn build(
         model: "unknown".into(),
         ..Route::default()
     });
+    // Usage counts once per request id: the last record of a request carries its totals.
+    let mut usage: HashMap<&str, &J> = HashMap::new();
+    for r in &group {
+        if let (Some(req), Some(u)) = (
+            s(r, "requestId"),
+            r.get("message").and_then(|m| m.get("usage")),
+        ) && u.is_object()
+            && s(r, "uuid").is_none_or(|u| on.contains(u))
+        {
+            usage.insert(req, u);
+        }
+    }
+    let mut seen_requests: HashSet<&str> = HashSet::new();
     for &i in idx {
         let (number, offset, text, r) = &records[i];
+        if s(r, "type") == Some("assistant")
+            && let Some(req) = s(r, "requestId")
+            && s(r, "uuid").is_none_or(|u| on.contains(u))
+            && seen_requests.insert(req)
+        {
+            st.final_usage = usage.get(req).map(|u| usage_of(u));
+        }
         let kind = record_kind(r);
         st.b.report.lines += 1;
         st.b.at_record(*number, &kind);
@@ -468,7 +491,11 @@ fn map(st: &mut State, kind: &str, r: &J, line: u64) -> bool {
                     }
                 }
             }
-            if let Some(u) = msg.get("usage").filter(|u| u.is_object()) {
+            if s(r, "requestId").is_some() {
+                if let Some(u) = st.final_usage.take() {
+                    st.b.response_usage(u);
+                }
+            } else if let Some(u) = msg.get("usage").filter(|u| u.is_object()) {
                 st.b.response_usage(usage_of(u));
             }
             true
