@@ -1,5 +1,7 @@
-//! `sessionctl import` end to end over every sample: into JSONL (zstd and raw) and SQLite
+//! `sessionctl import` end to end over every sample: into JSONL (zstd and raw) and `SQLite`
 //! stores, then `verify --strict`, and the same model view read back from every backend.
+
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

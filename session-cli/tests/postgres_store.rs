@@ -210,7 +210,7 @@ fn jsonl_to_postgres_to_jsonl_keeps_every_event_byte_for_byte() {
     assert!(again.stderr.contains("already exists"), "{}", again.stderr);
 }
 
-/// `import` into PostgreSQL reads back the same model view as a JSONL import.
+/// `import` into `PostgreSQL` reads back the same model view as a JSONL import.
 #[test]
 fn imported_samples_read_back_the_same_from_postgres() {
     let Some(dir) = session_import::samples::require() else {

@@ -55,6 +55,7 @@ struct PendingAssistant {
 }
 
 /// Builds one session.
+#[allow(clippy::struct_excessive_bools)]
 pub(crate) struct Builder {
     session: Session,
     clock: Arc<FixedClock>,
@@ -174,6 +175,7 @@ impl Builder {
 
     /// The header record of a session: `{version: 0, id, createdAt, cwd?, ...lineage,
     /// importedFrom}`.
+    #[allow(clippy::single_match_else)]
     pub(crate) fn header(
         id: &str,
         created_at: i64,
@@ -387,6 +389,7 @@ impl Builder {
 
     /// A user-role message (a prompt, injected context, a notice) in the open turn (or a new
     /// one when none is open and `starts_turn`).
+    #[allow(clippy::needless_pass_by_value)]
     pub(crate) fn user_message(&mut self, message: Message, starts_turn: bool) {
         if starts_turn {
             self.end_step();

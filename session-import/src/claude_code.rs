@@ -238,9 +238,12 @@ pub(crate) fn import(
 pub fn subagent_files(path: &Path, sid: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let is_agent = |p: &Path| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("agent-") && n.ends_with(".jsonl"))
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            n.starts_with("agent-")
+                && Path::new(n)
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
+        })
     };
     if let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) {
         if let Ok(entries) = std::fs::read_dir(dir.join(stem).join("subagents")) {
@@ -486,7 +489,7 @@ fn map(st: &mut State, kind: &str, r: &J, line: u64) -> bool {
                             );
                         }
                         _ => {
-                            st.b.assistant_block(&mid, ContentBlock::text(b.to_string()))
+                            st.b.assistant_block(&mid, ContentBlock::text(b.to_string()));
                         }
                     }
                 }

@@ -206,10 +206,10 @@ pub(crate) fn import(
         st.b.report.lines += 1;
         st.b.at_record(line.number, &kind);
         st.b.set_time(time);
-        if !map(st, &kind, &payload, line.number) {
-            st.b.keep(line.number, line.offset, &kind, &line.text);
-        } else {
+        if map(st, &kind, &payload, line.number) {
             st.b.report.mapped(&kind);
+        } else {
+            st.b.keep(line.number, line.offset, &kind, &line.text);
         }
     }
     match state {
@@ -300,7 +300,6 @@ fn start(
 fn map(st: &mut State, kind: &str, p: &J, line: u64) -> bool {
     let msg_id = |n: u64| format!("{}:{n}", st.thread);
     match kind {
-        "session_meta" => false,
         "turn_context" => {
             let mut r: Route = st.b.route().clone();
             if let Some(m) = s(p, "model").filter(|m| !m.is_empty()) {

@@ -47,6 +47,7 @@ pub fn require() -> Option<PathBuf> {
 
 /// Every session file of `format` under the samples directory `dir`, in path order:
 /// `*.jsonl` and `*.jsonl.zst` under `codex/` or `claude-code/`.
+#[allow(clippy::case_sensitive_file_extension_comparisons)]
 pub fn files(dir: &Path, format: crate::Format) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.join(format.as_str())];
