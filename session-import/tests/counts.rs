@@ -78,11 +78,10 @@ fn codex_raw(path: &Path) -> Counts {
             }
             (a, b)
                 if a == "response_item"
-                    && (b == "function_call_output" || b == "custom_tool_call_output") =>
+                    && (b == "function_call_output" || b == "custom_tool_call_output")
+                    && st(&p, "call_id").is_some_and(|id| calls.remove(id)) =>
             {
-                if st(&p, "call_id").is_some_and(|id| calls.remove(id)) {
-                    c.results += 1;
-                }
+                c.results += 1;
             }
             (a, _) if a == "compacted" => {
                 for item in p["replacement_history"].as_array().into_iter().flatten() {
@@ -100,7 +99,7 @@ fn codex_raw(path: &Path) -> Counts {
                 if a == "event_msg"
                     && (b == "turn_aborted" || b == "task_complete" || b == "task_started") =>
             {
-                calls.clear()
+                calls.clear();
             }
             (a, _) if a == "session_meta" => calls.clear(),
             (a, b) if a == "event_msg" && b == "token_count" => {
