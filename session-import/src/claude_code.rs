@@ -38,13 +38,17 @@ fn conversational(r: &J) -> bool {
 }
 
 /// The records on the branch that ends at the last conversation record: walks `parentUuid`
-/// (or `logicalParentUuid` across a compaction) back from it, stopping at a cycle.
+/// (or `logicalParentUuid` across a compaction) back from it, stopping at a cycle. A link to a
+/// uuid the file does not hold (a compaction whose pre-compaction record was not written)
+/// continues at the record with a uuid just before, in file order.
 pub fn branch(records: &[&J]) -> HashSet<String> {
-    let mut parent: HashMap<&str, Option<&str>> = HashMap::new();
+    let mut parent: HashMap<&str, (Option<&str>, Option<&str>)> = HashMap::new();
+    let mut previous: Option<&str> = None;
     for r in records {
         if let Some(u) = s(r, "uuid") {
             let p = s(r, "parentUuid").or_else(|| s(r, "logicalParentUuid"));
-            parent.insert(u, p);
+            parent.insert(u, (p, previous));
+            previous = Some(u);
         }
     }
     let mut on = HashSet::new();
@@ -58,7 +62,11 @@ pub fn branch(records: &[&J]) -> HashSet<String> {
         if !on.insert(u.to_owned()) {
             break;
         }
-        at = parent.get(u).copied().flatten();
+        at = match parent.get(u) {
+            Some((Some(p), _)) if parent.contains_key(p) => Some(p),
+            Some((Some(_), before)) => *before,
+            _ => None,
+        };
     }
     on
 }

@@ -139,15 +139,21 @@ fn claude_raw(path: &Path) -> Counts {
         groups.entry(key).or_default().push(r);
     }
     for group in groups.values() {
-        let parents: HashMap<&str, Option<&str>> = group
-            .iter()
-            .filter_map(|r| {
-                Some((
-                    st(r, "uuid")?,
-                    st(r, "parentUuid").or_else(|| st(r, "logicalParentUuid")),
-                ))
-            })
-            .collect();
+        // uuid -> (parent, the uuid record before it in the file)
+        let mut parents: HashMap<&str, (Option<&str>, Option<&str>)> = HashMap::new();
+        let mut before = None;
+        for r in group {
+            if let Some(u) = st(r, "uuid") {
+                parents.insert(
+                    u,
+                    (
+                        st(r, "parentUuid").or_else(|| st(r, "logicalParentUuid")),
+                        before,
+                    ),
+                );
+                before = Some(u);
+            }
+        }
         let mut on = HashSet::new();
         let mut at = group
             .iter()
@@ -158,7 +164,11 @@ fn claude_raw(path: &Path) -> Counts {
             if !on.insert(u) {
                 break;
             }
-            at = parents.get(u).copied().flatten();
+            at = match parents.get(u) {
+                Some((Some(p), _)) if parents.contains_key(p) => Some(p),
+                Some((Some(_), before)) => *before,
+                _ => None,
+            };
         }
         let mut ids = HashSet::new();
         let mut usage: HashMap<String, (u64, u64)> = HashMap::new();
