@@ -122,6 +122,8 @@ fn view_item(item: &J, id: String) -> Option<ViewItem> {
 struct State {
     b: Builder,
     thread: String,
+    /// The `source` and `forked_from_id` of the thread's `session_meta`.
+    lineage: String,
     last_total: Option<J>,
     event_messages: bool,
 }
@@ -160,22 +162,16 @@ pub(crate) fn import(
         let payload = record.get("payload").cloned().unwrap_or(J::Null);
         if s(&record, "type") == Some("session_meta") {
             let thread = s(&payload, "id").unwrap_or("").to_owned();
-            let same = state
-                .as_ref()
-                .is_some_and(|st| st.thread == thread || thread.is_empty());
+            let lineage = lineage_of(&payload);
+            let same = state.as_ref().is_some_and(|st| {
+                thread.is_empty() || (st.thread == thread && st.lineage == lineage)
+            });
             if !same {
                 if let Some(st) = state.take() {
                     out.push(Imported::finish(st.b, source));
                 }
-                let st = start(
-                    source,
-                    &payload,
-                    &thread,
-                    time,
-                    id,
-                    out.len(),
-                    event_messages,
-                )?;
+                let taken: Vec<&str> = out.iter().map(|o| o.session.id().as_ref()).collect();
+                let st = start(source, &payload, &thread, time, id, &taken, event_messages)?;
                 state = Some(st);
                 let st = state.as_mut().map(|s| &mut s.b);
                 if let Some(b) = st {
@@ -195,7 +191,7 @@ pub(crate) fn import(
                 &thread,
                 time,
                 id,
-                out.len(),
+                &[],
                 event_messages,
             )?);
             if let Some(st) = state.as_mut() {
@@ -229,13 +225,19 @@ fn start(
     thread: &str,
     time: Option<i64>,
     id: Option<&str>,
-    index: usize,
+    taken: &[&str],
     event_messages: bool,
 ) -> Result<State, ImportError> {
-    let session_id = match (id, index) {
-        (Some(id), 0) => id.to_owned(),
-        (Some(id), n) => format!("{id}-{n}"),
-        (None, _) => format!("codex-{thread}"),
+    let base = match id {
+        Some(id) => id.to_owned(),
+        None => format!("codex-{thread}"),
+    };
+    // A later session of the same file whose id is taken (`--id`, or a repeated thread id
+    // with another lineage) gets `-<n>`, n its position in the file.
+    let session_id = if taken.contains(&base.as_str()) {
+        format!("{base}-{}", taken.len())
+    } else {
+        base
     };
     let created = s(meta, "timestamp")
         .and_then(parse_time)
@@ -291,9 +293,20 @@ fn start(
     Ok(State {
         b,
         thread: thread.to_owned(),
+        lineage: lineage_of(meta),
         last_total: None,
         event_messages,
     })
+}
+
+/// What tells two threads with one id apart: the `source` and `forked_from_id` of their
+/// `session_meta`.
+fn lineage_of(meta: &J) -> String {
+    format!(
+        "{}|{}",
+        meta.get("source").map(J::to_string).unwrap_or_default(),
+        s(meta, "forked_from_id").unwrap_or("")
+    )
 }
 
 /// Maps one record; `false` when it is not mapped (the caller keeps it).

@@ -409,3 +409,75 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn subagents_and_sidechains_become_child_sessions_with_lineage() {
+    let Some(dir) = samples::require() else {
+        return;
+    };
+    let cc = dir.join("claude-code/iansherr__claude-code-log/test/test_data");
+    // 2.1.x: <session>/subagents/agent-*.jsonl beside the main file.
+    let main =
+        cc.join("real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl");
+    let imported = import_file(Format::ClaudeCode, &main, &ImportOptions::default()).unwrap();
+    let parent = imported[0].session.id().to_string();
+    assert_eq!(parent, "claude-code-ef958aa1-0e93-49f0-bb71-150f63befcd1");
+    assert_eq!(imported.len(), 7, "the session and its 6 subagents");
+    for child in &imported[1..] {
+        let h = child.session.header();
+        assert_eq!(h.parent_session.as_deref(), Some(parent.as_str()));
+        assert_eq!(h.seed_length, Some(0));
+        assert!(h.origin_subagent);
+        assert_eq!(h.delegation_depth, Some(1));
+        assert!(child.session.id().starts_with(&format!("{parent}-agent-")));
+    }
+    // 2.0.x: agent-*.jsonl siblings naming the session.
+    let main = cc.join("real_projects/-Users-dain-workspace-coderabbit-review-helper/cb2e607c-c758-415a-8b45-c49e4631906a.jsonl");
+    let imported = import_file(Format::ClaudeCode, &main, &ImportOptions::default()).unwrap();
+    assert_eq!(
+        imported.len(),
+        4,
+        "the session and its 3 sibling sidechains"
+    );
+    // 1.x: sidechain records inside the main file.
+    let imported = import_file(
+        Format::ClaudeCode,
+        &cc.join("sidechain.jsonl"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    assert!(imported.len() >= 2);
+    assert!(imported[1].session.header().origin_subagent);
+    verify(&imported).unwrap();
+    // Codex: a subagent thread names its parent thread.
+    let small = dir
+        .join("codex/jazzyalex__agent-sessions/Resources/Fixtures/stage0/agents/codex/small.jsonl");
+    let text = std::fs::read_to_string(&small).unwrap();
+    let parents: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<J>(l).ok())
+        .filter(|r| r["type"] == "session_meta")
+        .filter_map(|r| {
+            r["payload"]["source"]["subagent"]["thread_spawn"]["parent_thread_id"]
+                .as_str()
+                .map(|p| format!("codex-{p}"))
+        })
+        .collect();
+    assert!(!parents.is_empty());
+    let imported = import_file(Format::Codex, &small, &ImportOptions::default()).unwrap();
+    let linked: Vec<String> = imported
+        .iter()
+        .filter(|i| i.session.header().origin_subagent)
+        .filter_map(|i| {
+            i.session
+                .header()
+                .parent_session
+                .as_deref()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(
+        !linked.is_empty() && linked.iter().all(|p| parents.contains(p)),
+        "{linked:?} / {parents:?}"
+    );
+}
