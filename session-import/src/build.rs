@@ -47,6 +47,8 @@ pub(crate) struct Route {
 
 #[derive(Default)]
 struct PendingAssistant {
+    /// The source's message id (`id` is made unique in the session from it).
+    base: String,
     id: String,
     request: Option<String>,
     blocks: Vec<ContentBlock>,
@@ -411,14 +413,16 @@ impl Builder {
     /// step unless the open step's message is the same one.
     pub(crate) fn assistant_message(&mut self, id: &str, request: Option<&str>) {
         if let Some(p) = &self.pending
-            && p.id == id
+            && p.base == id
         {
             return;
         }
         self.end_step();
         self.ensure_step();
+        let base = id.to_owned();
         let id = self.message_id(id);
         self.pending = Some(PendingAssistant {
+            base,
             id,
             request: request.map(str::to_owned),
             ..PendingAssistant::default()
@@ -433,6 +437,7 @@ impl Builder {
         if self.pending.is_none() {
             let id = self.message_id(fallback_id);
             self.pending = Some(PendingAssistant {
+                base: fallback_id.to_owned(),
                 id,
                 ..PendingAssistant::default()
             });

@@ -40,7 +40,8 @@ fn conversational(r: &J) -> bool {
 /// The records on the branch that ends at the last conversation record: walks `parentUuid`
 /// (or `logicalParentUuid` across a compaction) back from it, stopping at a cycle. A link to a
 /// uuid the file does not hold (a compaction whose pre-compaction record was not written)
-/// continues at the record with a uuid just before, in file order.
+/// continues at the record with a uuid just before, in file order. A user record of tool
+/// results whose parent is on the branch is on it too (parallel calls answer beside the chain).
 pub fn branch(records: &[&J]) -> HashSet<String> {
     let mut parent: HashMap<&str, (Option<&str>, Option<&str>)> = HashMap::new();
     let mut previous: Option<&str> = None;
@@ -68,7 +69,25 @@ pub fn branch(records: &[&J]) -> HashSet<String> {
             _ => None,
         };
     }
+    // Parallel tool calls: each result record hangs off its call's record, beside the chain.
+    for r in records {
+        if let (Some(u), Some(p)) = (s(r, "uuid"), s(r, "parentUuid"))
+            && on.contains(p)
+            && only_tool_results(r)
+        {
+            on.insert(u.to_owned());
+        }
+    }
     on
+}
+
+/// Whether a record is a user record holding only `tool_result` blocks.
+fn only_tool_results(r: &J) -> bool {
+    s(r, "type") == Some("user")
+        && r.get("message")
+            .and_then(|m| m.get("content"))
+            .and_then(J::as_array)
+            .is_some_and(|b| !b.is_empty() && b.iter().all(|b| s(b, "type") == Some("tool_result")))
 }
 
 fn blocks_of(content: Option<&J>) -> Vec<ContentBlock> {
@@ -330,9 +349,21 @@ fn build(
     };
     st.b.report.files.push(source.path.clone());
     st.b.report.cut = cut;
+    // The first model answering on the branch is the initial request header's.
+    let first_model = group
+        .iter()
+        .filter(|r| {
+            s(r, "type") == Some("assistant") && s(r, "uuid").is_none_or(|u| on.contains(u))
+        })
+        .find_map(|r| {
+            r.get("message")
+                .and_then(|m| s(m, "model"))
+                .filter(|m| !m.is_empty() && !m.starts_with('<'))
+        })
+        .unwrap_or("unknown");
     st.b.set_route(Route {
         provider: "anthropic".into(),
-        model: "unknown".into(),
+        model: first_model.to_owned(),
         ..Route::default()
     });
     // Usage counts once per request id: the last record of a request carries its totals.

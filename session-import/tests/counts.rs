@@ -17,6 +17,8 @@ struct Counts {
     results: u64,
     input: u64,
     output: u64,
+    /// Calls without a result (raw), synthetic results (imported).
+    closed: u64,
 }
 
 fn raw(path: &Path) -> Vec<J> {
@@ -170,6 +172,20 @@ fn claude_raw(path: &Path) -> Counts {
                 _ => None,
             };
         }
+        // Parallel tool calls answer beside the chain: a record of tool results whose parent
+        // is on the branch is on it.
+        let extra: Vec<&str> = group
+            .iter()
+            .filter(|r| {
+                st(r, "type") == Some("user")
+                    && st(r, "parentUuid").is_some_and(|p| on.contains(p))
+                    && r["message"]["content"].as_array().is_some_and(|b| {
+                        !b.is_empty() && b.iter().all(|b| st(b, "type") == Some("tool_result"))
+                    })
+            })
+            .filter_map(|r| st(r, "uuid"))
+            .collect();
+        on.extend(extra);
         let mut ids = HashSet::new();
         let mut usage: HashMap<String, (u64, u64)> = HashMap::new();
         let mut calls = HashSet::new();
@@ -295,6 +311,7 @@ fn imported(sessions: &[Imported], path: &Path, format: Format) -> Counts {
                 }
                 "tool/call" => c.calls += 1,
                 "tool/result" if d.get("error").is_none() => c.results += 1,
+                "tool/result" => c.closed += 1,
                 _ => {}
             }
         }
@@ -323,6 +340,8 @@ fn counts_match_an_independent_count_of_every_sample() {
                 Format::Codex => codex_raw(&path),
                 Format::ClaudeCode => claude_raw(&path),
             };
+            let mut want = want;
+            want.closed = want.calls - want.results;
             let got = imported(&sessions, &path, format);
             let tokens: (u64, u64) = sessions
                 .iter()
