@@ -176,9 +176,11 @@ pub(crate) fn import(
                 let st = state.as_mut().map(|s| &mut s.b);
                 if let Some(b) = st {
                     b.report.cut.append(&mut cut);
-                    b.report.lines = count - 1;
+                    b.report.lines = count;
                     b.at_record(line.number, &kind);
-                    b.report.mapped(&kind);
+                    // Its fields are in the header; the record itself is kept too, so every
+                    // session has an event (a session without one is never stored).
+                    b.keep(line.number, line.offset, &kind, &line.text);
                 }
                 continue;
             }

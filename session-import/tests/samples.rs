@@ -51,6 +51,14 @@ fn every_sample_imports_and_verifies() {
         };
         for i in &imported {
             let events = i.session.events();
+            // A session without events is never stored.
+            if events.is_empty() {
+                failures.push(format!(
+                    "{} ({}): no events",
+                    path.display(),
+                    i.session.id()
+                ));
+            }
             for (name, check) in check_stored_log(
                 i.session.id(),
                 &events,
