@@ -298,6 +298,15 @@ pub(crate) const COMMANDS: &[Spec] = &[
         true,
     ),
     spec(
+        "import",
+        "codex|claude-code FILE... [--id ID]",
+        "import Codex rollouts or Claude Code transcripts as sessions (with their subagents)",
+        (2, None),
+        &[],
+        &["--id"],
+        true,
+    ),
+    spec(
         "help",
         "[COMMAND]",
         "show help for sessionctl or one command",

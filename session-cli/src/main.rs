@@ -32,6 +32,7 @@
 mod append_failure;
 mod args;
 mod cmd_compaction;
+mod cmd_import;
 mod cmd_read;
 mod cmd_verify;
 mod cmd_write;
@@ -79,6 +80,11 @@ fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
             let args = cmd_compaction::UncompactArgs::from_invocation(inv)?;
             cmd_compaction::uncompact(&inv.global, &args, out)
         }
+        "import" => cmd_import::import(
+            &cmd_import::ImportArgs::from_operands(&inv.operands, inv.value("--id"))?,
+            &inv.global,
+            out,
+        ),
         other => Err(Error::usage(format!("unknown command \"{other}\""))),
     }
 }
