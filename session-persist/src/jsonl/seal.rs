@@ -20,6 +20,7 @@
 //! and freed before the events are loaded, turns are encoded and written one at a time, and the
 //! original events are freed before the copy is read back.
 
+use std::hash::Hasher;
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -275,9 +276,10 @@ struct FrameLayout {
     header_frame: Vec<u8>,
 }
 
-/// The identity of a log's content, computed one event at a time: the header's JSON text, the
-/// event count, and two 64-bit hashes of the events' JSON texts in order (std's `DefaultHasher`,
-/// the second stream prefixed with a constant so the two differ).
+/// The identity of a log's content: the header's JSON text, the event count, and two 64-bit
+/// hashes (`foldhash`'s quality hasher under two fixed seeds) of the events' JSON texts in
+/// order. The events are hashed in up to [`DIGEST_THREADS`] contiguous parts on their own
+/// threads, and the parts' hashes are combined in order.
 #[derive(Debug, PartialEq, Eq)]
 struct Digest {
     header: String,
@@ -285,20 +287,36 @@ struct Digest {
     hashes: (u64, u64),
 }
 
+/// The most threads [`Digest::of`] hashes on.
+const DIGEST_THREADS: usize = 4;
+
+/// Below this many events a digest is computed on the calling thread.
+const DIGEST_PARALLEL_MIN: usize = 1 << 14;
+
 impl Digest {
     fn of(header: &str, events: &[Event]) -> Digest {
-        use std::hash::Hasher;
-        let mut a = std::hash::DefaultHasher::new();
-        let mut b = std::hash::DefaultHasher::new();
-        b.write_u64(0x5ea1_5ea1_5ea1_5ea1);
-        let mut text = String::new();
-        for event in events {
-            text.clear();
-            event.write_json(&mut text);
-            a.write(text.as_bytes());
-            a.write_u8(b'\n');
-            b.write(text.as_bytes());
-            b.write_u8(b'\n');
+        let threads = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .min(DIGEST_THREADS);
+        let parts: Vec<(u64, u64)> = if threads < 2 || events.len() < DIGEST_PARALLEL_MIN {
+            vec![hash_events(events)]
+        } else {
+            let size = events.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = events
+                    .chunks(size)
+                    .map(|part| scope.spawn(move || hash_events(part)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect()
+            })
+        };
+        let (mut a, mut b) = hashers();
+        for (x, y) in parts {
+            a.write_u64(x);
+            b.write_u64(y);
         }
         Digest {
             header: header.to_owned(),
@@ -306,6 +324,31 @@ impl Digest {
             hashes: (a.finish(), b.finish()),
         }
     }
+}
+
+fn hashers() -> (
+    foldhash::quality::FoldHasher<'static>,
+    foldhash::quality::FoldHasher<'static>,
+) {
+    use std::hash::BuildHasher;
+    (
+        foldhash::quality::FixedState::with_seed(0x5ea1_0001).build_hasher(),
+        foldhash::quality::FixedState::with_seed(0x5ea1_0002).build_hasher(),
+    )
+}
+
+/// The two hashes of `events`' JSON texts, one line each.
+fn hash_events(events: &[Event]) -> (u64, u64) {
+    let (mut a, mut b) = hashers();
+    let mut text = String::new();
+    for event in events {
+        text.clear();
+        event.write_json(&mut text);
+        text.push('\n');
+        a.write(text.as_bytes());
+        b.write(text.as_bytes());
+    }
+    (a.finish(), b.finish())
 }
 
 /// Re-reads the sealed temporary file and checks that it holds the same header and the same
