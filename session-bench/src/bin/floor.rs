@@ -90,7 +90,9 @@ fn main() -> ExitCode {
     let zstd = match args.get(2).map(String::as_str) {
         Some("zstd") => true,
         Some("none") => false,
-        _ => path.ends_with(".zstd"),
+        _ => std::path::Path::new(path)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("zstd")),
     };
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
