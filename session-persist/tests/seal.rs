@@ -279,6 +279,21 @@ fn seal_is_crash_safe_when_write_fails() {
     crash_case(Op::Write, ".tmp", "seal-write");
 }
 
+#[test]
+fn seal_is_crash_safe_when_the_temporary_file_cannot_be_created() {
+    crash_case(Op::CreateNew, ".tmp", "seal-create");
+}
+
+#[test]
+fn seal_is_crash_safe_when_the_copy_cannot_be_reopened_for_verification() {
+    crash_case(Op::OpenRead, ".tmp", "seal-reopen");
+}
+
+#[test]
+fn seal_is_crash_safe_when_reading_the_copy_back_fails() {
+    crash_case(Op::Read, ".tmp", "seal-reread");
+}
+
 /// Seals every log of `root` and checks the outcome: a sealed log loads (through a fresh
 /// instance) to the same header and events; a refused one is left untouched. Returns
 /// `(sealed, refused)`.
