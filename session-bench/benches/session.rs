@@ -69,31 +69,77 @@ fn append_mix(c: &mut Criterion) {
     g.finish();
 }
 
+/// Appends made to one copy of a base session before it is reset to the base again (outside
+/// the timed section): 1 % of the base's messages, at least 10, so every timed call runs on a
+/// session within 1 % of its nominal size.
+fn appends_per_reset(n: usize) -> u64 {
+    (n as u64 / 100).max(10)
+}
+
+/// Times `iters` calls of `op` on a session of about `n` messages: each call appends one user
+/// message to a working copy of `base` and runs `op` on it; the copy is reset to `base` every
+/// [`appends_per_reset`] calls, untimed, and dropped untimed.
+fn time_on_reset_copies<T>(
+    base: &Session,
+    n: usize,
+    iters: u64,
+    mut op: impl FnMut(&Session) -> T,
+) -> Duration {
+    let per_reset = appends_per_reset(n);
+    let mut total = Duration::ZERO;
+    let mut done = 0;
+    while done < iters {
+        let mut s = base.clone();
+        let batch = per_reset.min(iters - done);
+        for _ in 0..batch {
+            let t = Instant::now();
+            s.append(user_message("u", "more")).expect("append");
+            black_box(op(&s));
+            total += t.elapsed();
+        }
+        done += batch;
+        drop(s);
+    }
+    total
+}
+
+/// Appends one user message, then takes `derive_messages()` (an O(1) handle); and the same,
+/// then iterates every derived message (O(messages)).
 fn derive_after_append(c: &mut Criterion) {
     let mut g = c.benchmark_group("derive_after_append");
     g.sample_size(20);
     for n in SIZES {
-        let mut s = chat_session(n);
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                s.append(user_message("u", "more")).expect("append");
-                black_box(s.derive_messages())
+        let base = chat_session(n);
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
+            b.iter_custom(|iters| time_on_reset_copies(&base, n, iters, Session::derive_messages));
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("derive_after_append_iterate");
+    g.sample_size(10);
+    for n in SIZES {
+        let base = chat_session(n);
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
+            b.iter_custom(|iters| {
+                time_on_reset_copies(&base, n, iters, |s| {
+                    s.derive_messages().iter().fold(0usize, |count, m| {
+                        count + usize::from(black_box(m).get("role").is_some())
+                    })
+                })
             });
         });
     }
     g.finish();
 }
 
+/// Appends one user message, then takes an `events()` snapshot.
 fn snapshot(c: &mut Criterion) {
     let mut g = c.benchmark_group("events_snapshot");
     g.sample_size(20);
     for n in SIZES {
-        let mut s = chat_session(n);
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                s.append(user_message("u", "more")).expect("append");
-                black_box(s.events())
-            });
+        let base = chat_session(n);
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
+            b.iter_custom(|iters| time_on_reset_copies(&base, n, iters, Session::events));
         });
     }
     g.finish();

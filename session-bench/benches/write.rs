@@ -2,10 +2,13 @@
 //!
 //! - `write/persist_chunks_sustained`: one producer appends chunk events to a live session
 //!   through `SessionStore` + `Persistence` + `JsonlBackend` (zstd, default write-behind delay,
-//!   one fsync per batch) into a temporary root; each iteration appends [`SUSTAINED_CHUNKS`]
-//!   chunks back to back to a new session (about a second of work, so the 200 ms window cuts
-//!   several batches that are written while the producer runs), then waits until all are
-//!   durable. Throughput is in events.
+//!   one fsync per batch) into a temporary root; each iteration appends the first
+//!   [`SUSTAINED_CHUNKS`] chunks of the generator's chunk stream
+//!   ([`session_bench::generator::chunk_stream`], seed 1: reasoning, text and tool-call deltas
+//!   of realistic sizes, usage and finish chunks) back to back to a new session (the 200 ms
+//!   window cuts several batches that are written while the producer runs), then waits until
+//!   all are durable. Throughput is in events; `write/persist_chunks_sustained_bytes` is the
+//!   same run reported in bytes of the chunks' JSON text (MB/s).
 //! - `write/persist_chunks`: the same with bursts of [`CHUNKS`] chunks, each made durable by
 //!   an explicit flush before the window expires: the cost of a flush barrier that encodes,
 //!   compresses, writes and syncs the whole burst after the producer stops.
@@ -60,18 +63,60 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// The chunk drafts of one sustained iteration: the generator's chunk stream, in turn 1, step 1
+/// of the session `open_turn` starts.
+fn realistic_chunks() -> (Vec<Draft>, u64) {
+    let stream =
+        session_bench::generator::chunk_stream(1, SUSTAINED_CHUNKS as usize).expect("chunk stream");
+    let drafts: Vec<Draft> = stream
+        .into_iter()
+        .map(|chunk| {
+            Draft::new(
+                "assistant/chunk",
+                Value::object([
+                    ("turn", Value::from(1u8)),
+                    ("step", Value::from(1u8)),
+                    ("chunk", chunk),
+                ]),
+            )
+        })
+        .collect();
+    // Bytes of the appended events' JSON text, measured on a plain session.
+    let mut s = chat_session(0);
+    s.append(Draft::new(
+        "turn/start",
+        Value::object([("turn", Value::from(1u8))]),
+    ))
+    .expect("turn/start");
+    let mut bytes = 0u64;
+    for d in &drafts {
+        bytes += s.append(d.clone()).expect("chunk").to_json().len() as u64 + 1;
+    }
+    (drafts, bytes)
+}
+
 fn persist_chunks(c: &mut Criterion) {
     let rt = runtime();
     let root = TempRoot::new("write");
     let store = PersistedStore::open(&root.0, rt.handle().clone());
     let mut next = 0u64;
+    let (stream, stream_bytes) = realistic_chunks();
 
     let mut g = c.benchmark_group("write");
-    for (name, chunks) in [
-        ("persist_chunks_sustained", SUSTAINED_CHUNKS),
-        ("persist_chunks", CHUNKS),
+    for (name, throughput, chunks) in [
+        (
+            "persist_chunks_sustained",
+            Throughput::Elements(SUSTAINED_CHUNKS),
+            SUSTAINED_CHUNKS,
+        ),
+        (
+            "persist_chunks_sustained_bytes",
+            Throughput::Bytes(stream_bytes),
+            SUSTAINED_CHUNKS,
+        ),
+        ("persist_chunks", Throughput::Elements(CHUNKS), CHUNKS),
     ] {
-        g.throughput(Throughput::Elements(chunks));
+        g.throughput(throughput);
         if chunks == SUSTAINED_CHUNKS {
             g.sample_size(10);
         } else {
@@ -85,8 +130,14 @@ fn persist_chunks(c: &mut Criterion) {
                     let id = format!("w{next}");
                     let (session, detach) = store.open_turn(&id);
                     let start = Instant::now();
-                    for _ in 0..chunks {
-                        session.append(text_chunk(1, 1, "tok ")).expect("chunk");
+                    if chunks == SUSTAINED_CHUNKS {
+                        for draft in &stream {
+                            session.append(draft.clone()).expect("chunk");
+                        }
+                    } else {
+                        for _ in 0..chunks {
+                            session.append(text_chunk(1, 1, "tok ")).expect("chunk");
+                        }
                     }
                     store.flush(&session);
                     total += start.elapsed();

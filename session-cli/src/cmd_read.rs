@@ -285,7 +285,12 @@ pub(crate) fn inspect(inv: &Invocation, out: &mut Out) -> Result<()> {
     } else {
         report.write_human(out)?;
     }
-    store.close()
+    out.flush()?;
+    let closed = store.close();
+    // The process exits next: the operating system takes the loaded log back at once, which
+    // is cheaper than freeing it event by event.
+    std::mem::forget(report);
+    closed
 }
 
 /// `repair`.
@@ -738,21 +743,20 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
         };
         (file_bytes, plaintext, records, frames)
     };
-    let mut per_type: Vec<(String, u64, u64)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut tally = crate::report::TypeTally::<(u64, u64)>::default();
     let mut buf = String::new();
     for e in &stored.events {
         buf.clear();
         e.write_json(&mut buf);
-        let b = buf.len() as u64 + 1;
-        if let Some(i) = index.get(e.event_type()) {
-            per_type[*i].1 += 1;
-            per_type[*i].2 += b;
-        } else {
-            index.insert(e.event_type().to_owned(), per_type.len());
-            per_type.push((e.event_type().to_owned(), 1, b));
-        }
+        let row = tally.entry(e.event_type());
+        row.0 += 1;
+        row.1 += buf.len() as u64 + 1;
     }
+    let mut per_type: Vec<(String, u64, u64)> = tally
+        .into_rows()
+        .into_iter()
+        .map(|(t, (n, b))| (t, n, b))
+        .collect();
     per_type.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
     let event_bytes: u64 = per_type.iter().map(|t| t.2).sum();
     let ratio = if file_bytes > 0 {

@@ -821,6 +821,12 @@ pub(crate) fn seal(inv: &Invocation, out: &mut Out) -> Result<()> {
             bytes(report.bytes_before),
             bytes(report.bytes_after)
         )))?;
+    } else if report.frames_before > 0 {
+        out.line(&format!(
+            "{id} is already sealed: {} frames, {}; nothing to rewrite",
+            report.frames_before,
+            bytes(report.bytes_before)
+        ))?;
     } else {
         out.line(&format!(
             "{id} is a plain JSONL log ({}); it has no frames, nothing to seal",

@@ -56,6 +56,24 @@ fn transcript(root: &Temp, id: &str) -> String {
         .stdout
 }
 
+/// The one `session.jsonl.zstd` under `dir`.
+fn zstd_log(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == "session.jsonl.zstd") {
+                found.push(path);
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.pop().unwrap()
+}
+
 #[test]
 fn seal_reports_and_keeps_the_session() {
     let root = Temp::new("seal");
@@ -80,14 +98,24 @@ fn seal_reports_and_keeps_the_session() {
     assert!((ratio - expected).abs() < 0.001, "{ratio} vs {expected}");
     assert_eq!(transcript(&root, "notes"), before);
 
-    // Human output; sealing again keeps the frame count.
+    // Sealing again is a no-op that says so, in both outputs, and leaves the file as it is.
+    let file = zstd_log(root.path());
+    let sealed = std::fs::read(&file).unwrap();
     let r = run(&["--root", root.str(), "--no-color", "seal", "notes"]).ok();
     assert!(
-        r.stdout.starts_with("sealed notes: 3 frames → 3 frames, "),
+        r.stdout.starts_with("notes is already sealed: 3 frames, "),
         "{}",
         r.stdout
     );
-    assert!(r.stdout.contains("x smaller)"), "{}", r.stdout);
+    assert!(r.stdout.contains("nothing to rewrite"), "{}", r.stdout);
+    let doc = run(&["--root", root.str(), "seal", "notes", "--json"])
+        .ok()
+        .json();
+    assert_eq!(doc["rewritten"], false);
+    assert_eq!(doc["before"], doc["after"]);
+    assert_eq!(doc["after"]["frames"], 3);
+    assert_eq!(std::fs::read(&file).unwrap(), sealed);
+    assert_eq!(transcript(&root, "notes"), before);
 }
 
 #[test]

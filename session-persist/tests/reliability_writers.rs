@@ -310,6 +310,35 @@ fn is_refusal(mode: &str, message: &str) -> bool {
     }
 }
 
+/// The check after every round: the stored log reads back whole (see [`stored_events`]), the
+/// seed is intact, and exactly one turn of the winner (whose turn number is `turn`) follows it,
+/// after the `session/end-seed` a resume writes.
+fn check_round(
+    round: usize,
+    root: &Path,
+    compression: Compression,
+    mode: &str,
+    seed: &[Event],
+    turn: u64,
+) {
+    let events = stored_events(root, compression);
+    assert_eq!(
+        &events[..seed.len()],
+        seed,
+        "round {round}: the seed is intact"
+    );
+    let mut expected = user_ids(seed);
+    expected.push(format!("u{turn}"));
+    assert_eq!(
+        user_ids(&events),
+        expected,
+        "round {round}: exactly one writer's events"
+    );
+    let added = events.len() - seed.len();
+    let end_seed = usize::from(mode == "resume");
+    assert_eq!(added, 6 + end_seed, "round {round}: one turn of the winner");
+}
+
 /// Races two writers over `rounds()` fresh copies of the mode's seed root.
 fn race(test: &str, mode: &str, compression_name: &str) {
     let compression = compression_of(compression_name);
@@ -358,26 +387,10 @@ fn race(test: &str, mode: &str, compression_name: &str) {
             assert_eq!(writers[winner].next(), "ok", "round {round}");
             winner
         };
+        check_round(round, &root, compression, mode, &seed, turns[winner]);
         assert_eq!(writers[winner].exit_code(), Some(0), "round {round}");
         assert_eq!(writers[1 - winner].exit_code(), Some(3), "round {round}");
         wins[winner] += 1;
-
-        let events = stored_events(&root, compression);
-        assert_eq!(
-            &events[..seed.len()],
-            &seed[..],
-            "round {round}: the seed is intact"
-        );
-        let mut expected = user_ids(&seed);
-        expected.push(format!("u{}", turns[winner]));
-        assert_eq!(
-            user_ids(&events),
-            expected,
-            "round {round}: exactly one writer's events"
-        );
-        let added = events.len() - seed.len();
-        let end_seed = usize::from(mode == "resume");
-        assert_eq!(added, 6 + end_seed, "round {round}: one turn of the winner");
         std::fs::remove_dir_all(&root).unwrap();
     }
     eprintln!(

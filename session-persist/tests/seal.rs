@@ -110,10 +110,19 @@ fn seal_rewrites_one_frame_per_turn_and_keeps_events() {
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
 
-    // Sealing again is stable, and a writer can append to the sealed log afterwards.
+    // Sealing again is a no-op that says so, and a writer can append to the sealed log
+    // afterwards.
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
     let again = rt().block_on(backend.seal("s")).unwrap();
-    assert_eq!(again.frames_before, 5);
+    assert_eq!((again.frames_before, again.frames_after), (5, 5));
+    assert_eq!(
+        (again.bytes_before, again.bytes_after),
+        (after.len() as u64, after.len() as u64)
+    );
+    assert!(!again.rewritten);
     assert_eq!(std::fs::read(&path).unwrap(), after);
+    assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    assert!(temp_files(path.parent().unwrap()).is_empty());
     let more = turn(4, 16);
     rt().block_on(backend.append_batch(&m, &more, true))
         .unwrap();
@@ -270,6 +279,21 @@ fn seal_is_crash_safe_when_write_fails() {
     crash_case(Op::Write, ".tmp", "seal-write");
 }
 
+#[test]
+fn seal_is_crash_safe_when_the_temporary_file_cannot_be_created() {
+    crash_case(Op::CreateNew, ".tmp", "seal-create");
+}
+
+#[test]
+fn seal_is_crash_safe_when_the_copy_cannot_be_reopened_for_verification() {
+    crash_case(Op::OpenRead, ".tmp", "seal-reopen");
+}
+
+#[test]
+fn seal_is_crash_safe_when_reading_the_copy_back_fails() {
+    crash_case(Op::Read, ".tmp", "seal-reread");
+}
+
 /// Seals every log of `root` and checks the outcome: a sealed log loads (through a fresh
 /// instance) to the same header and events; a refused one is left untouched. Returns
 /// `(sealed, refused)`.
@@ -372,4 +396,39 @@ fn collect_zstd_logs(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// One checksummed frame of `text`.
+fn frame(text: &str) -> Vec<u8> {
+    let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+    enc.include_checksum(true).unwrap();
+    std::io::Write::write_all(&mut enc, text.as_bytes()).unwrap();
+    enc.finish().unwrap()
+}
+
+#[test]
+fn seal_refuses_a_header_frame_shared_with_events() {
+    let tmp = TempDir::new("seal-shared-header");
+    let backend = open(&tmp.root());
+    let m = meta("s");
+    let events = session_events();
+    let path = write_small_batches(&backend, &m, &events);
+    // The header line and the first events in one frame: the reader refuses such a log, and
+    // so does seal, leaving the file as it is.
+    let mut first = format!("{}\n", to_header_line(&m));
+    for e in &events[..3] {
+        first.push_str(&e.to_json());
+        first.push('\n');
+    }
+    let mut bytes = frame(&first);
+    for e in &events[3..] {
+        bytes.extend(frame(&format!("{}\n", e.to_json())));
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let err = rt().block_on(backend.load_stored("s")).unwrap_err();
+    assert!(matches!(err, Error::ZstdHeaderFrameLines), "{err:?}");
+    let err = rt().block_on(backend.seal("s")).unwrap_err();
+    assert!(matches!(err, Error::ZstdHeaderFrameLines), "{err:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    assert!(temp_files(path.parent().unwrap()).is_empty());
 }

@@ -686,6 +686,30 @@ pub fn generate(opts: &GenOptions) -> Result<Manifest, Error> {
     Ok(manifest)
 }
 
+/// The first `count` chunk payloads (the `chunk` member of every `assistant/chunk` event, in
+/// order) of the session the generator builds from `seed`, built in memory (nothing is written):
+/// reasoning, text and tool-call deltas of realistic sizes, with the usage and finish chunks
+/// between steps. The write bench appends them as a realistic chunk stream.
+///
+/// # Errors
+///
+/// What building the session gives ([`Error`]).
+pub fn chunk_stream(seed: u64, count: usize) -> Result<Vec<Value>, Error> {
+    let mut model = Model::new(seed, Tuning::default())?;
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let (events, _, _) = model.turn(false, 8)?;
+        out.extend(
+            events
+                .iter()
+                .filter(|p| p.event.event_type() == "assistant/chunk")
+                .filter_map(|p| p.event.data().get("chunk").cloned())
+                .take(count - out.len()),
+        );
+    }
+    Ok(out)
+}
+
 /// Appends the torn final record (3/5 of a `tool/result` line, or of its zstd frame) after the
 /// durable log, and lists the closers repair must synthesize.
 fn write_torn_tail(

@@ -703,9 +703,11 @@ impl JsonlBackend {
     /// one frame per turn, crash-safely, keeping every event identical. Refused
     /// ([`Error::SealRefused`]) for a log with an open turn, a torn tail or an invalid stored
     /// envelope, and ([`Error::Locked`]) while any writer holds the session. A plain log is left
-    /// byte-for-byte as it is. The new content is written and synced under
-    /// `<final>.<12 hex>.tmp`, read back and compared event by event, renamed over the log, and
-    /// the directory is synced.
+    /// byte-for-byte as it is, and so is a log already sealed (no more frames than sealing
+    /// would write); both report `rewritten: false`. The new content is written one turn at a
+    /// time and synced under `<final>.<12 hex>.tmp`, read back and compared with the original
+    /// (header, event count, hashes of the events' JSON texts), renamed over the log, and the
+    /// directory is synced.
     pub async fn seal(&self, id: &str) -> Result<SealReport> {
         let id = id.to_owned();
         self.run(move |i| {

@@ -140,7 +140,7 @@ pub(crate) fn from_memory(buf: &[u8], zstd: bool, tuning: Tuning) -> Result<Pref
 }
 
 /// Whether `plain` is exactly one line: non-empty, ending in its only newline.
-fn is_one_line(plain: &[u8]) -> bool {
+pub(crate) fn is_one_line(plain: &[u8]) -> bool {
     matches!(plain.split_last(), Some((b'\n', body)) if !body.contains(&b'\n'))
 }
 

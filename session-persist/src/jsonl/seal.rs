@@ -7,19 +7,28 @@
 //! events before the first turn form their own batch. Chunk rows are packed as configured.
 //!
 //! The rewrite is crash-safe: the new content is written and synced under
-//! `<final>.<12 hex>.tmp` (0600) in the session directory, read back and compared event by event
-//! with the original, renamed over the log, and the directory is synced. Until the rename the
-//! original is untouched; a failure removes the temporary file. The writer lock of the log is
-//! held throughout, so no writer can append meanwhile. Plain logs have no frames: sealing them
-//! validates the same preconditions and leaves the file byte-for-byte as it is.
+//! `<final>.<12 hex>.tmp` (0600) in the session directory, read back and compared with the
+//! original (header text, event count and two 64-bit hashes of the events' JSON texts in
+//! order), renamed over the log, and the directory is synced. Until the rename the original is
+//! untouched; a failure removes the temporary file. The writer lock of the log is held
+//! throughout, so no writer can append meanwhile. Plain logs have no frames: sealing them
+//! validates the same preconditions and leaves the file byte-for-byte as it is. A log that
+//! already has no more frames than sealing would write (the header frame and one per turn) is
+//! left as it is too (`rewritten: false`).
+//!
+//! Memory is bounded by one copy of the log's events: the file's bytes are scanned for frames
+//! and freed before the events are loaded, turns are encoded and written one at a time, and the
+//! original events are freed before the copy is read back.
 
+use std::hash::Hasher;
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use session_core::Event;
 
 use super::fs::{Fs, FsFile, write_all};
-use super::read::{Prefix, load_prefix, stable_read, zstd_text};
+use super::read::{Prefix, is_one_line, load_prefix, stable_read, zstd_text};
 use super::{Compression, Inner, scan_zstd_frames};
 use crate::backend::Location;
 use crate::error::{Error, Result};
@@ -39,19 +48,19 @@ pub struct SealReport {
     pub rewritten: bool,
 }
 
-/// Splits `events` into the batches of a sealed log: one per turn, each starting at a
-/// `turn/start`; events before the first turn form their own batch.
-pub(crate) fn turn_batches(events: &[Event]) -> Vec<&[Event]> {
+/// Splits `events` into the batches of a sealed log, as index ranges: one per turn, each
+/// starting at a `turn/start`; events before the first turn form their own batch.
+pub(crate) fn turn_batches(events: &[Event]) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
     for (i, event) in events.iter().enumerate() {
         if i > start && event.event_type() == "turn/start" {
-            out.push(&events[start..i]);
+            out.push(start..i);
             start = i;
         }
     }
     if start < events.len() {
-        out.push(&events[start..]);
+        out.push(start..events.len());
     }
     out
 }
@@ -64,11 +73,6 @@ fn open_turn(events: &[Event]) -> Option<&Event> {
         .rev()
         .find(|e| matches!(e.event_type(), "turn/start" | "turn/end"))
         .filter(|e| e.event_type() == "turn/start")
-}
-
-/// The JSON text of every event, for the identity check.
-fn event_texts(events: &[Event]) -> Vec<String> {
-    events.iter().map(Event::to_json).collect()
 }
 
 impl Inner {
@@ -132,21 +136,77 @@ impl Inner {
                 path,
             });
         }
-        let prefix = self.sealable_prefix(id, &path)?;
-        let Some((bytes, _)) = stable_read(self.fs.as_ref(), &path)? else {
-            return Err(Error::NotFound { id: id.to_owned() });
-        };
-        let bytes_before = bytes.len() as u64;
         if self.compression == Compression::None {
+            self.sealable_prefix(id, &path)?;
+            let size = super::read::stat_if_exists(self.fs.as_ref(), &path)?
+                .ok_or_else(|| Error::NotFound { id: id.to_owned() })?
+                .size;
             drop(lock);
             return Ok(SealReport {
-                bytes_before,
-                bytes_after: bytes_before,
+                bytes_before: size,
+                bytes_after: size,
                 frames_before: 0,
                 frames_after: 0,
                 rewritten: false,
             });
         }
+        // The frame layout first, so the file's bytes are freed before its events are loaded.
+        let layout = self.frame_layout(id, &path)?;
+        let prefix = self.sealable_prefix(id, &path)?;
+        let batches = turn_batches(&prefix.events);
+        let frames_after = 1 + batches.len();
+        if layout.frames <= frames_after {
+            // Already sealed: rewriting would not reduce the frames.
+            drop(lock);
+            return Ok(SealReport {
+                bytes_before: layout.bytes,
+                bytes_after: layout.bytes,
+                frames_before: layout.frames,
+                frames_after: layout.frames,
+                rewritten: false,
+            });
+        }
+
+        let session_dir = path
+            .parent()
+            .ok_or_else(|| Error::UnnameableHeader { path: path.clone() })?
+            .to_path_buf();
+        let (tmp, file) = self.create_temp(&path)?;
+        let outcome = self.publish_sealed(
+            id,
+            &path,
+            &tmp,
+            file,
+            &layout.header_frame,
+            &batches,
+            prefix,
+        );
+        let bytes_after = match outcome {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = self.fs.remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        let synced = self.sync_dir(&session_dir);
+        drop(lock);
+        synced?;
+        Ok(SealReport {
+            bytes_before: layout.bytes,
+            bytes_after,
+            frames_before: layout.frames,
+            frames_after,
+            rewritten: true,
+        })
+    }
+
+    /// Reads the log's frame layout: its size, its frame count and its header frame, which
+    /// the sealed log keeps byte for byte (a log loads only when that frame holds the header
+    /// line alone).
+    fn frame_layout(&self, id: &str, path: &Path) -> Result<FrameLayout> {
+        let Some((bytes, _)) = stable_read(self.fs.as_ref(), path)? else {
+            return Err(Error::NotFound { id: id.to_owned() });
+        };
         let scan = scan_zstd_frames(&bytes, None)?;
         if scan.torn_start.is_some() {
             return Err(Self::refuse(
@@ -157,91 +217,157 @@ impl Inner {
         let Some(first) = scan.frames.first() else {
             return Err(Error::EmptyLog { zstd: true });
         };
-
-        // The header frame stays as it is when it holds the header line alone.
         let header_frame = &bytes[first.start..first.end];
-        let header_plain = zstd_text(header_frame)?;
-        let mut content = if header_plain.ends_with(b"\n")
-            && !header_plain[..header_plain.len() - 1].contains(&b'\n')
-        {
-            header_frame.to_vec()
-        } else {
-            let text = zstd_text(&bytes)?;
-            let line_end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
-            let mut line = String::from_utf8_lossy(&text[..line_end]).into_owned();
-            line.push('\n');
-            self.encode_text(&line)?
-        };
-        let batches = turn_batches(&prefix.events);
-        for batch in &batches {
-            content.extend(self.encode_batch(batch)?);
+        // A header frame holding more than the header line does not load either.
+        if !is_one_line(&zstd_text(header_frame)?) {
+            return Err(Error::ZstdHeaderFrameLines);
         }
-        let frames_after = 1 + batches.len();
-
-        let session_dir = path
-            .parent()
-            .ok_or_else(|| Error::UnnameableHeader { path: path.clone() })?
-            .to_path_buf();
-        let (tmp, file) = self.create_temp(&path)?;
-        let outcome = self.publish_sealed(id, &path, &tmp, file, &content, &prefix);
-        if let Err(e) = outcome {
-            let _ = self.fs.remove_file(&tmp);
-            return Err(e);
-        }
-        let synced = self.sync_dir(&session_dir);
-        drop(lock);
-        synced?;
-        Ok(SealReport {
-            bytes_before,
-            bytes_after: content.len() as u64,
-            frames_before: scan.frames.len(),
-            frames_after,
-            rewritten: true,
+        let header_frame = header_frame.to_vec();
+        Ok(FrameLayout {
+            bytes: bytes.len() as u64,
+            frames: scan.frames.len(),
+            header_frame,
         })
     }
 
-    /// Writes, syncs and verifies the temporary file, then renames it over the log.
+    /// Writes the header frame and one frame per batch to the temporary file (one batch
+    /// encoded at a time), syncs it, frees the original events, verifies the copy, and renames
+    /// it over the log. Returns the sealed size.
+    #[allow(clippy::too_many_arguments)]
     fn publish_sealed(
         &self,
         id: &str,
         path: &Path,
         tmp: &PathBuf,
         mut file: Box<dyn FsFile>,
-        content: &[u8],
-        original: &Prefix,
-    ) -> Result<()> {
+        header_frame: &[u8],
+        batches: &[Range<usize>],
+        original: Prefix,
+    ) -> Result<u64> {
         if !file.try_lock().map_err(|e| Error::io("flock", tmp, e))? {
             return Err(Error::Locked {
                 id: id.to_owned(),
                 path: path.to_path_buf(),
             });
         }
-        write_all(file.as_mut(), content).map_err(|e| Error::io("write", tmp, e))?;
+        let mut written = header_frame.len() as u64;
+        write_all(file.as_mut(), header_frame).map_err(|e| Error::io("write", tmp, e))?;
+        for batch in batches {
+            let frame = self.encode_batch(&original.events[batch.clone()])?;
+            write_all(file.as_mut(), &frame).map_err(|e| Error::io("write", tmp, e))?;
+            written += frame.len() as u64;
+        }
         file.sync().map_err(|e| Error::io("fsync", tmp, e))?;
-        verify_same(self.fs.as_ref(), id, tmp, original)?;
+        let expected = Digest::of(&original.header.value.to_json(), &original.events);
+        drop(original);
+        verify_same(self.fs.as_ref(), id, tmp, &expected)?;
         self.fs
             .rename(tmp, path)
             .map_err(|e| Error::io("rename", tmp, e))?;
         drop(file);
-        Ok(())
+        Ok(written)
     }
 }
 
+/// What [`Inner::frame_layout`] found.
+struct FrameLayout {
+    bytes: u64,
+    frames: usize,
+    header_frame: Vec<u8>,
+}
+
+/// The identity of a log's content: the header's JSON text, the event count, and two 64-bit
+/// hashes (`foldhash`'s quality hasher under two fixed seeds) of the events' JSON texts in
+/// order. The events are hashed in up to [`DIGEST_THREADS`] contiguous parts on their own
+/// threads, and the parts' hashes are combined in order.
+#[derive(Debug, PartialEq, Eq)]
+struct Digest {
+    header: String,
+    events: usize,
+    hashes: (u64, u64),
+}
+
+/// The most threads [`Digest::of`] hashes on.
+const DIGEST_THREADS: usize = 4;
+
+/// Below this many events a digest is computed on the calling thread.
+const DIGEST_PARALLEL_MIN: usize = 1 << 14;
+
+impl Digest {
+    fn of(header: &str, events: &[Event]) -> Digest {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .min(DIGEST_THREADS);
+        let parts: Vec<(u64, u64)> = if threads < 2 || events.len() < DIGEST_PARALLEL_MIN {
+            vec![hash_events(events)]
+        } else {
+            let size = events.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = events
+                    .chunks(size)
+                    .map(|part| scope.spawn(move || hash_events(part)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect()
+            })
+        };
+        let (mut a, mut b) = hashers();
+        for (x, y) in parts {
+            a.write_u64(x);
+            b.write_u64(y);
+        }
+        Digest {
+            header: header.to_owned(),
+            events: events.len(),
+            hashes: (a.finish(), b.finish()),
+        }
+    }
+}
+
+fn hashers() -> (
+    foldhash::quality::FoldHasher<'static>,
+    foldhash::quality::FoldHasher<'static>,
+) {
+    use std::hash::BuildHasher;
+    (
+        foldhash::quality::FixedState::with_seed(0x5ea1_0001).build_hasher(),
+        foldhash::quality::FixedState::with_seed(0x5ea1_0002).build_hasher(),
+    )
+}
+
+/// The two hashes of `events`' JSON texts, one line each.
+fn hash_events(events: &[Event]) -> (u64, u64) {
+    let (mut a, mut b) = hashers();
+    let mut text = String::new();
+    for event in events {
+        text.clear();
+        event.write_json(&mut text);
+        text.push('\n');
+        a.write(text.as_bytes());
+        b.write(text.as_bytes());
+    }
+    (a.finish(), b.finish())
+}
+
 /// Re-reads the sealed temporary file and checks that it holds the same header and the same
-/// events, compared by their JSON text.
-fn verify_same(fs: &dyn Fs, id: &str, tmp: &Path, original: &Prefix) -> Result<()> {
+/// events (their count and the hashes of their JSON texts, see [`Digest`]).
+fn verify_same(fs: &dyn Fs, id: &str, tmp: &Path, expected: &Digest) -> Result<()> {
     let mismatch = |what: &str| Inner::refuse(id, format!("the sealed copy differs: {what}"));
     let Some((reread, _)) = load_prefix(fs, tmp, true)? else {
         return Err(mismatch("the temporary file vanished"));
     };
     let reread = reread?;
-    if reread.header.value.to_json() != original.header.value.to_json() {
-        return Err(mismatch("header"));
-    }
     if reread.torn.is_some() || reread.invalid.is_some() {
         return Err(mismatch("the copy does not read back cleanly"));
     }
-    if event_texts(&reread.events) != event_texts(&original.events) {
+    let actual = Digest::of(&reread.header.value.to_json(), &reread.events);
+    drop(reread);
+    if actual.header != expected.header {
+        return Err(mismatch("header"));
+    }
+    if actual != *expected {
         return Err(mismatch("events"));
     }
     Ok(())
@@ -267,7 +393,10 @@ mod tests {
             ev("turn/start", 4),
             ev("turn/end", 5),
         ];
-        let sizes: Vec<usize> = turn_batches(&events).iter().map(|b| b.len()).collect();
+        let sizes: Vec<usize> = turn_batches(&events)
+            .iter()
+            .map(ExactSizeIterator::len)
+            .collect();
         assert_eq!(sizes, vec![1, 3, 2]);
         assert_eq!(turn_batches(&events[1..]).len(), 2);
         assert!(turn_batches(&[]).is_empty());
