@@ -110,13 +110,17 @@
 
 pub mod backend;
 pub mod codec;
+pub mod conninfo;
 mod error;
 mod pool;
 pub mod schema;
+pub mod sql;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use backend::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POOL_SIZE, DEFAULT_URL, PostgresBackend,
-    PostgresOptions,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POOL_SIZE, DEFAULT_POOL_TIMEOUT,
+    DEFAULT_URL, PostgresBackend, PostgresOptions,
 };
 pub use error::{Error, Result};
 pub use tokio_postgres;

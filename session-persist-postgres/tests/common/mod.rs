@@ -370,12 +370,16 @@ impl Proxy {
         self.state.cuts.load(Ordering::SeqCst)
     }
 
-    /// A connection string through the proxy (the same database and user as [`pg_url`]).
+    /// A connection string through the proxy (the same database and user as [`pg_url`]),
+    /// in plain TCP: the proxy cuts on what it reads.
     pub fn url(&self) -> String {
         let config: tokio_postgres::Config = pg_url().parse().unwrap();
         let user = config.get_user().unwrap_or("postgres");
         let db = config.get_dbname().unwrap_or("test");
-        format!("host=127.0.0.1 port={} user={user} dbname={db}", self.port)
+        format!(
+            "host=127.0.0.1 port={} user={user} dbname={db} sslmode=disable",
+            self.port
+        )
     }
 }
 
