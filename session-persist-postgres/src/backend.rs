@@ -21,8 +21,8 @@ use tokio_postgres::{Config, GenericClient, IsolationLevel, Row, Transaction};
 
 use crate::BACKEND_NAME;
 use crate::codec::{self, EventRow};
-use crate::error::{Error, Result};
 use crate::conninfo::{self, ConnInfo, TlsParams};
+use crate::error::{Error, Result};
 use crate::pool::{Connector, Pool};
 use crate::schema::{self, SESSION_LOCK_CLASS};
 use crate::sql;
@@ -457,10 +457,7 @@ impl PostgresBackend {
         let limit = i64::from(limit);
         let rows = conn
             .client()
-            .query(
-                sql::LIST_PAGE,
-                &[&after, &limit],
-            )
+            .query(sql::LIST_PAGE, &[&after, &limit])
             .await
             .map_err(Error::pg("list"))?;
         conn.done();
@@ -475,10 +472,7 @@ impl PostgresBackend {
         let mut conn = self.inner.pool.get().await?;
         let rows = conn
             .client()
-            .query(
-                sql::LIST_ALL,
-                &[],
-            )
+            .query(sql::LIST_ALL, &[])
             .await
             .map_err(Error::pg("list"))?;
         conn.done();
@@ -686,8 +680,7 @@ impl PostgresBackend {
                 .map_err(Error::pg("resolve"))?;
         }
         let row = session_row(&tx, id, sql::SESSION_ROW_FOR_SHARE).await?;
-        let stored =
-            event_rows(&tx, id, sql::EVENTS_RANGE, &[first, last]).await?;
+        let stored = event_rows(&tx, id, sql::EVENTS_RANGE, &[first, last]).await?;
         tx.commit().await.map_err(Error::pg("resolve"))?;
         conn.done();
         let Some(row) = row else {
@@ -835,10 +828,7 @@ impl PostgresBackend {
                     next_seq: next,
                 });
             }
-            let straddling = event_rows(&tx, id, sql::EVENTS_STRADDLING,
-                &[to_i64(marker)],
-            )
-            .await?;
+            let straddling = event_rows(&tx, id, sql::EVENTS_STRADDLING, &[to_i64(marker)]).await?;
             if !straddling.is_empty() {
                 return Err(Error::StaleRepair {
                     id: id.to_owned(),
@@ -846,12 +836,9 @@ impl PostgresBackend {
                     next_seq: next,
                 });
             }
-            tx.execute(
-                sql::DELETE_FROM,
-                &[&id, &to_i64(marker)],
-            )
-            .await
-            .map_err(Error::pg("repair"))?;
+            tx.execute(sql::DELETE_FROM, &[&id, &to_i64(marker)])
+                .await
+                .map_err(Error::pg("repair"))?;
             next = marker;
         }
         if let Some(first) = closers.first() {
@@ -929,14 +916,10 @@ impl PostgresBackend {
         }
         let epoch = self.insert_session(&tx, child, seed_length, 0).await?;
         let seed = to_i64(seed_length);
-        tx.execute(
-            sql::FORK_COPY,
-            &[&parent, &child_id, &seed],
-        )
-        .await
-        .map_err(Error::pg("fork"))?;
-        let straddling =
-            event_rows(&tx, parent, sql::EVENTS_STRADDLING, &[seed]).await?;
+        tx.execute(sql::FORK_COPY, &[&parent, &child_id, &seed])
+            .await
+            .map_err(Error::pg("fork"))?;
+        let straddling = event_rows(&tx, parent, sql::EVENTS_STRADDLING, &[seed]).await?;
         if let Some(row) = straddling.first() {
             let mut events = codec::decode_row(parent, row)?;
             events.retain(|e| e.seq() < seed_length);
@@ -959,10 +942,7 @@ impl PostgresBackend {
         }
         let mut conn = self.inner.pool.get().await?;
         conn.client()
-            .execute(
-                sql::RELEASE_LEASE,
-                &[&id, &epoch, &self.inner.holder],
-            )
+            .execute(sql::RELEASE_LEASE, &[&id, &epoch, &self.inner.holder])
             .await
             .map_err(Error::pg("release"))?;
         conn.done();

@@ -170,9 +170,7 @@ impl ConnInfo {
         for (key, value) in &self.backend {
             let number = || {
                 value.parse::<u64>().map_err(|_| {
-                    Error::InvalidConfig(format!(
-                        "{key} must be a whole number, not {value:?}"
-                    ))
+                    Error::InvalidConfig(format!("{key} must be a whole number, not {value:?}"))
                 })
             };
             match key.as_str() {
@@ -356,6 +354,12 @@ mod tests {
         let info = ConnInfo::parse("postgres://u@h/db").unwrap();
         assert_eq!(info.tls.mode, SslMode::Prefer);
         assert_eq!(info.driver, "postgres://u@h/db");
-        assert!(ConnInfo::parse("host=h sslmode=verify-ca").unwrap().tls.mode == SslMode::VerifyCa);
+        assert!(
+            ConnInfo::parse("host=h sslmode=verify-ca")
+                .unwrap()
+                .tls
+                .mode
+                == SslMode::VerifyCa
+        );
     }
 }

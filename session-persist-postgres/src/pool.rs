@@ -142,16 +142,14 @@ impl Pool {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        let permit = tokio::time::timeout(
-            self.checkout_timeout,
-            self.permits.clone().acquire_owned(),
-        )
-        .await
-        .map_err(|_| Error::PoolTimeout {
-            ms: self.checkout_timeout.as_millis(),
-            size: self.size,
-        })?
-        .map_err(|_| Error::Closed)?;
+        let permit =
+            tokio::time::timeout(self.checkout_timeout, self.permits.clone().acquire_owned())
+                .await
+                .map_err(|_| Error::PoolTimeout {
+                    ms: self.checkout_timeout.as_millis(),
+                    size: self.size,
+                })?
+                .map_err(|_| Error::Closed)?;
         let reused = loop {
             let next = self
                 .idle

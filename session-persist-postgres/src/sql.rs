@@ -4,7 +4,7 @@
 //! Each statement that reads, locks or writes one session names it: `WHERE id = $1` on
 //! `sessions`, `WHERE session_id = $1` on `events`, or an insert carrying the id in `$1`.
 //! So both tables can be distributed and co-located by the session id (Citus
-//! `create_distributed_table(..., colocate_with => ...)`, a CockroachDB or YugabyteDB hash
+//! `create_distributed_table(..., colocate_with => ...)`, a `CockroachDB` or `YugabyteDB` hash
 //! primary key on it) and every write and every row lock stays on one shard. The only
 //! statements that span sessions are the two listing reads ([`Key::Scan`]), which take no
 //! locks. Migrations (in [`crate::schema`]) are the schema's own statements, not listed here.
@@ -38,13 +38,23 @@ pub enum Key {
 }
 
 /// One session row.
-pub const SESSION_ROW: &str = concat!("SELECT ", session_columns!(), " FROM sessions WHERE id = $1");
+pub const SESSION_ROW: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM sessions WHERE id = $1"
+);
 /// One session row, locked for a write.
-pub const SESSION_ROW_FOR_UPDATE: &str =
-    concat!("SELECT ", session_columns!(), " FROM sessions WHERE id = $1 FOR UPDATE");
+pub const SESSION_ROW_FOR_UPDATE: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM sessions WHERE id = $1 FOR UPDATE"
+);
 /// One session row, share-locked (fork source, commit-outcome settling).
-pub const SESSION_ROW_FOR_SHARE: &str =
-    concat!("SELECT ", session_columns!(), " FROM sessions WHERE id = $1 FOR SHARE");
+pub const SESSION_ROW_FOR_SHARE: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM sessions WHERE id = $1 FOR SHARE"
+);
 /// A page of headers in id order.
 pub const LIST_PAGE: &str = concat!(
     "SELECT ",
@@ -109,8 +119,16 @@ pub const SESSION_ADVISORY_LOCK: &str = "SELECT pg_advisory_xact_lock($1, hashte
 /// Every statement on `sessions` and `events`, with its name and key.
 pub const STATEMENTS: &[(&str, &str, Key)] = &[
     ("SESSION_ROW", SESSION_ROW, Key::Session("$1")),
-    ("SESSION_ROW_FOR_UPDATE", SESSION_ROW_FOR_UPDATE, Key::Session("$1")),
-    ("SESSION_ROW_FOR_SHARE", SESSION_ROW_FOR_SHARE, Key::Session("$1")),
+    (
+        "SESSION_ROW_FOR_UPDATE",
+        SESSION_ROW_FOR_UPDATE,
+        Key::Session("$1"),
+    ),
+    (
+        "SESSION_ROW_FOR_SHARE",
+        SESSION_ROW_FOR_SHARE,
+        Key::Session("$1"),
+    ),
     ("LIST_PAGE", LIST_PAGE, Key::Scan),
     ("LIST_ALL", LIST_ALL, Key::Scan),
     ("EVENTS_ALL", EVENTS_ALL, Key::Session("$1")),
@@ -158,9 +176,16 @@ mod tests {
             };
             match key {
                 Key::Session(param) if sql.starts_with("INSERT") => {
-                    let values = sql.split(" VALUES (").nth(1).or_else(|| sql.split(" SELECT ").nth(1));
+                    let values = sql
+                        .split(" VALUES (")
+                        .nth(1)
+                        .or_else(|| sql.split(" SELECT ").nth(1));
                     let first = values.and_then(|v| v.split([',', ' ']).next());
-                    assert_eq!(first, Some(param), "{name}: the key must be the first value");
+                    assert_eq!(
+                        first,
+                        Some(param),
+                        "{name}: the key must be the first value"
+                    );
                     assert!(
                         sql.contains(&format!("({column},"))
                             || sql.contains(&format!("({column} ,")),
@@ -169,12 +194,21 @@ mod tests {
                 }
                 Key::Session(param) => {
                     let clause = where_clause(sql).unwrap_or_else(|| panic!("{name}: no WHERE"));
-                    assert!(binds(clause, column, param), "{name}: not keyed by {column} = {param}: {clause}");
+                    assert!(
+                        binds(clause, column, param),
+                        "{name}: not keyed by {column} = {param}: {clause}"
+                    );
                 }
                 Key::TwoSessions(from, to) => {
                     let clause = where_clause(sql).unwrap_or_else(|| panic!("{name}: no WHERE"));
-                    assert!(binds(clause, "session_id", from), "{name}: source not keyed");
-                    assert!(sql.contains(&format!("SELECT {to},")), "{name}: target not keyed");
+                    assert!(
+                        binds(clause, "session_id", from),
+                        "{name}: source not keyed"
+                    );
+                    assert!(
+                        sql.contains(&format!("SELECT {to},")),
+                        "{name}: target not keyed"
+                    );
                 }
                 Key::Scan => {
                     assert!(sql.starts_with("SELECT "), "{name}: a scan must be a read");
@@ -188,7 +222,11 @@ mod tests {
     fn the_key_check_catches_an_unkeyed_statement() {
         assert!(!binds("id = $1 OR true", "id", "$1"));
         assert!(!binds("seq >= $2", "session_id", "$1"));
-        assert!(binds("session_id = $1 AND seq >= $2 ORDER BY seq", "session_id", "$1"));
+        assert!(binds(
+            "session_id = $1 AND seq >= $2 ORDER BY seq",
+            "session_id",
+            "$1"
+        ));
     }
 
     /// The crate's sources hold no SQL on these tables outside this module and the schema.
@@ -197,19 +235,35 @@ mod tests {
         let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
         let mut stack = vec![std::path::PathBuf::from(src)];
         while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            for entry in
+                std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            {
                 let path = entry.map(|e| e.path()).unwrap_or_default();
                 if path.is_dir() {
                     stack.push(path);
                     continue;
                 }
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                if name == "sql.rs" || name == "schema.rs" || !name.ends_with(".rs") {
+                if name == "sql.rs"
+                    || name == "schema.rs"
+                    || path.extension().is_none_or(|e| e != "rs")
+                {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
-                for needle in ["FROM sessions", "FROM events", "INTO sessions", "INTO events", "UPDATE sessions", "DELETE FROM"] {
-                    assert!(!text.contains(needle), "{}: holds SQL ({needle}) outside sql.rs", path.display());
+                for needle in [
+                    "FROM sessions",
+                    "FROM events",
+                    "INTO sessions",
+                    "INTO events",
+                    "UPDATE sessions",
+                    "DELETE FROM",
+                ] {
+                    assert!(
+                        !text.contains(needle),
+                        "{}: holds SQL ({needle}) outside sql.rs",
+                        path.display()
+                    );
                 }
             }
         }
