@@ -62,6 +62,7 @@ pub(crate) fn parse_store_spec(option: &str, text: &str) -> Option<Result<StoreS
 
 /// Options that apply to every command.
 #[derive(Debug, Clone, Default)]
+#[allow(clippy::struct_excessive_bools)] // one bool per command-line flag
 pub(crate) struct Global {
     /// `--root DIR` (or `--store jsonl:DIR`).
     pub(crate) root: Option<PathBuf>,
