@@ -246,9 +246,11 @@ impl PostgresBackend {
         options: PostgresOptions,
     ) -> Result<PostgresBackend> {
         let connector = connector(tls)?;
-        config.ssl_mode(match (tls.mode, &connector) {
-            (conninfo::SslMode::Disable, _) | (_, Connector::Plain) => DriverSslMode::Disable,
-            (conninfo::SslMode::Prefer, _) => DriverSslMode::Prefer,
+        let plain = matches!(connector, Connector::Plain);
+        config.ssl_mode(match tls.mode {
+            _ if plain => DriverSslMode::Disable,
+            conninfo::SslMode::Disable => DriverSslMode::Disable,
+            conninfo::SslMode::Prefer => DriverSslMode::Prefer,
             _ => DriverSslMode::Require,
         });
         if let Some(schema) = &options.schema {
