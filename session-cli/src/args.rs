@@ -62,6 +62,7 @@ pub(crate) fn parse_store_spec(option: &str, text: &str) -> Option<Result<StoreS
 
 /// Options that apply to every command.
 #[derive(Debug, Clone, Default)]
+#[allow(clippy::struct_excessive_bools)] // one bool per command-line flag
 pub(crate) struct Global {
     /// `--root DIR` (or `--store jsonl:DIR`).
     pub(crate) root: Option<PathBuf>,
@@ -75,6 +76,8 @@ pub(crate) struct Global {
     pub(crate) no_color: bool,
     /// `--allow-permissive-dirs`.
     pub(crate) allow_permissive_dirs: bool,
+    /// `--take-over`: a `PostgreSQL` write takes a live lease over (see `docs/cli.md`).
+    pub(crate) take_over: bool,
 }
 
 impl Global {
@@ -84,7 +87,10 @@ impl Global {
             Database::Sqlite(path) => StoreAt::Sqlite {
                 path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
             },
-            Database::Postgres(url) => StoreAt::Postgres { url: url.clone() },
+            Database::Postgres(url) => StoreAt::Postgres {
+                url: url.clone(),
+                take_over: self.take_over,
+            },
         })
     }
 
@@ -487,6 +493,7 @@ pub(crate) fn parse(args: Vec<String>) -> Result<Parsed> {
             "--json" => global.json = true,
             "--no-color" => global.no_color = true,
             "--allow-permissive-dirs" => global.allow_permissive_dirs = true,
+            "--take-over" => global.take_over = true,
             other => {
                 let Some(spec) = command else {
                     return Err(Error::usage(format!(
@@ -599,6 +606,8 @@ pub(crate) fn help_text() -> String {
          \x20 --json                     machine-readable output (read commands)\n\
          \x20 --no-color                 no colour even on a terminal (NO_COLOR is honoured too)\n\
          \x20 --allow-permissive-dirs    accept a group/world-writable JSONL root or project directory\n\
+         \x20 --take-over                PostgreSQL: take a session's live writer lease over (the\n\
+         \x20                            holder must be dead; it is fenced if it comes back)\n\
          \nSESSION is a session id under the root, a session directory, or a session.jsonl /\n\
          session.jsonl.zstd file (its root is three levels up); with a database store\n\
          (sqlite:, postgres://), a session id in the database.\n\

@@ -530,7 +530,10 @@ fn convert_dest(text: &str, source: &StoreAt, to: Option<Compression>) -> Result
         StoreSpec::Database(Database::Sqlite(path)) => Ok(StoreAt::Sqlite {
             path: absolute(path),
         }),
-        StoreSpec::Database(Database::Postgres(url)) => Ok(StoreAt::Postgres { url }),
+        StoreSpec::Database(Database::Postgres(url)) => Ok(StoreAt::Postgres {
+            url,
+            take_over: false,
+        }),
         StoreSpec::Jsonl(root) => {
             let root = absolute(root);
             let compression = to.unwrap_or_else(|| match source.compression() {

@@ -63,6 +63,9 @@ pub(crate) enum StoreAt {
     Postgres {
         /// The connection URL as given (it may hold a password: show [`StoreAt::spec`]).
         url: String,
+        /// `--take-over`: writes take a live lease of another writer over
+        /// ([`PostgresOptions::take_over`]).
+        take_over: bool,
     },
 }
 
@@ -108,7 +111,7 @@ impl StoreAt {
         match self {
             StoreAt::Jsonl { root, .. } => format!("jsonl:{}", root.display()),
             StoreAt::Sqlite { path } => format!("sqlite:{}", path.display()),
-            StoreAt::Postgres { url } => redact_url(url),
+            StoreAt::Postgres { url, .. } => redact_url(url),
         }
     }
 
@@ -159,7 +162,7 @@ impl StoreAt {
         match (self, other) {
             (StoreAt::Jsonl { root: a, .. }, StoreAt::Jsonl { root: b, .. })
             | (StoreAt::Sqlite { path: a }, StoreAt::Sqlite { path: b }) => abs(a) == abs(b),
-            (StoreAt::Postgres { url: a }, StoreAt::Postgres { url: b }) => a == b,
+            (StoreAt::Postgres { url: a, .. }, StoreAt::Postgres { url: b, .. }) => a == b,
             _ => false,
         }
     }
@@ -559,9 +562,9 @@ impl Backing {
                 let config = SqliteConfig::new(path.to_string_lossy().into_owned());
                 Backing::Sqlite(Arc::new(SqliteBackend::new(config)?))
             }
-            StoreAt::Postgres { url } => Backing::Postgres(Arc::new(
-                rt.block_on(PostgresBackend::connect(url, PostgresOptions::default()))?,
-            )),
+            StoreAt::Postgres { url, take_over } => Backing::Postgres(Arc::new(rt.block_on(
+                PostgresBackend::connect(url, PostgresOptions::default().take_over(*take_over)),
+            )?)),
         })
     }
 

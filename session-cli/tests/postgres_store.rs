@@ -161,3 +161,59 @@ fn imported_samples_read_back_the_same_from_postgres() {
         }
     }
 }
+
+/// A killed `sessionctl append` leaves its lease live: another `append` and a `repair` of the
+/// session are refused (exit 1, `leased by another writer`, kind `locked`) until
+/// `--take-over`, which appends.
+#[test]
+fn take_over_after_a_killed_append() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let Some(schema) = Schema::create("take_over_after_a_killed_append") else {
+        return;
+    };
+    let store = format!("{}&lease_ttl_ms=60000", schema.store());
+    let mut holder = Command::new(common::BIN)
+        .args([
+            "--store", &store, "append", "held", "--create", "--cwd", "/w",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = holder.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"type":"turn/start","data":{{"turn":1}}}}"#).unwrap();
+    writeln!(stdin, r#"{{"flush":true}}"#).unwrap();
+    stdin.flush().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !run(&["--store", &store, "list"]).stdout.contains("held") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder never flushed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    drop(stdin);
+    let turn = "{\"type\":\"turn/start\",\"data\":{\"turn\":2}}\n";
+    let refused = common::run_in(&["--store", &store, "append", "held"], Some(turn));
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("leased by another writer (epoch 1"),
+        "{}",
+        refused.stderr
+    );
+    // The open turn needs closers, so the repair has something to commit.
+    let repair = run(&["--store", &store, "--json", "repair", "held"]);
+    assert_eq!(repair.code, 1, "{}", repair.stdout);
+    assert!(repair.stderr.contains("\"locked\""), "{}", repair.stderr);
+    common::run_in(
+        &["--store", &store, "--take-over", "append", "held"],
+        Some(turn),
+    )
+    .ok();
+    let listed = run(&["--store", &store, "--json", "list"]).ok();
+    assert!(listed.stdout.contains("held"), "{}", listed.stdout);
+}

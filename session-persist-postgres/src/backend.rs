@@ -15,21 +15,22 @@ use async_trait::async_trait;
 use session_core::json::{self, Value};
 use session_core::{Event, SessionHeader};
 use session_persist::{Backend, FormatRefusal, Revision, StoredPrefix, StoredSuffix, TornMarker};
-use tokio_postgres::config::SslMode;
+use tokio_postgres::config::SslMode as DriverSslMode;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Config, GenericClient, IsolationLevel, Row, Transaction};
 
 use crate::BACKEND_NAME;
 use crate::codec::{self, EventRow};
+use crate::conninfo::{self, ConnInfo, TlsParams};
 use crate::error::{Error, Result};
-use crate::pool::Pool;
+use crate::pool::{Connector, Pool};
 use crate::schema::{self, SESSION_LOCK_CLASS};
+use crate::sql;
 
 mod rows;
 
 use self::rows::{
-    INSERT_SESSION, SESSION_COLUMNS, SessionRow, UPDATE_AFTER_WRITE, event_rows, insert_rows, ms,
-    row_header, row_meta, session_row, to_i64, to_u64,
+    SessionRow, event_rows, insert_rows, ms, row_header, row_meta, session_row, to_i64, to_u64,
 };
 
 /// The default connection string.
@@ -43,6 +44,9 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 
 /// The default connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default pool checkout timeout.
+pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a resolution read waits for an undecided transaction's locks.
 const RESOLVE_LOCK_TIMEOUT: &str = "30s";
@@ -63,6 +67,20 @@ pub struct PostgresOptions {
     pub lease_wait: Duration,
     /// The connect timeout (default 5 s).
     pub connect_timeout: Duration,
+    /// How long an operation waits for a pooled connection while all `pool_size` are checked
+    /// out before failing with [`Error::PoolTimeout`] (default 30 s).
+    pub pool_timeout: Duration,
+    /// Whether to take `PostgreSQL` advisory locks (default on). They only make contention
+    /// cheaper (the first publication of a session, migrations, the settling read after an
+    /// unknown commit outcome); correctness rests on the row lock, the lease epoch and the
+    /// checked next seq. Turn them off on systems whose advisory locks are stubs or missing
+    /// (see `docs/postgres.md`).
+    pub advisory_locks: bool,
+    /// Operator takeover (default off): a write to a session whose lease another holder still
+    /// holds takes it over at once, with the epoch plus one, instead of failing with
+    /// [`Error::LeaseHeld`]. The old holder's next write is fenced ([`Error::LeaseLost`]).
+    /// Only for a holder known to be dead or stopped.
+    pub take_over: bool,
 }
 
 impl Default for PostgresOptions {
@@ -73,6 +91,9 @@ impl Default for PostgresOptions {
             lease_ttl: DEFAULT_LEASE_TTL,
             lease_wait: Duration::ZERO,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            pool_timeout: DEFAULT_POOL_TIMEOUT,
+            advisory_locks: true,
+            take_over: false,
         }
     }
 }
@@ -110,6 +131,27 @@ impl PostgresOptions {
     #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> PostgresOptions {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the pool checkout timeout.
+    #[must_use]
+    pub fn pool_timeout(mut self, timeout: Duration) -> PostgresOptions {
+        self.pool_timeout = timeout;
+        self
+    }
+
+    /// Turns advisory locks on or off.
+    #[must_use]
+    pub fn advisory_locks(mut self, on: bool) -> PostgresOptions {
+        self.advisory_locks = on;
+        self
+    }
+
+    /// Turns operator takeover on or off.
+    #[must_use]
+    pub fn take_over(mut self, on: bool) -> PostgresOptions {
+        self.take_over = on;
         self
     }
 }
@@ -170,21 +212,47 @@ fn valid_schema_name(name: &str) -> bool {
 impl PostgresBackend {
     /// Connects with a connection string (`postgres://user@host:port/db?...` or
     /// `host=... user=... dbname=...`), applies the migrations and returns the backend.
-    pub async fn connect(url: &str, options: PostgresOptions) -> Result<PostgresBackend> {
+    ///
+    /// Besides `tokio-postgres`'s parameters, the string may carry libpq's TLS parameters
+    /// (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) and backend options that override
+    /// `options` (`lease_ttl_ms`, `lease_wait_ms`, `pool_size`, `pool_timeout_ms`,
+    /// `advisory_locks`): see [`crate::conninfo`].
+    pub async fn connect(url: &str, mut options: PostgresOptions) -> Result<PostgresBackend> {
         // The connection string is not echoed: it may hold a password.
-        let config = Config::from_str(url)
+        let info = ConnInfo::parse(url)?;
+        info.apply(&mut options)?;
+        let config = Config::from_str(&info.driver)
             .map_err(|e| Error::InvalidConfig(format!("the connection string: {e}")))?;
-        PostgresBackend::from_config(config, options).await
+        PostgresBackend::open(config, &info.tls, options).await
     }
 
-    /// Connects with a parsed configuration (see [`PostgresBackend::connect`]).
-    pub async fn from_config(
+    /// Connects with a parsed configuration (see [`PostgresBackend::connect`]); its
+    /// `sslmode` (`disable`, `prefer`, `require`) is read as libpq's, with the system roots.
+    pub async fn from_config(config: Config, options: PostgresOptions) -> Result<PostgresBackend> {
+        let tls = TlsParams {
+            mode: match config.get_ssl_mode() {
+                DriverSslMode::Disable => conninfo::SslMode::Disable,
+                DriverSslMode::Require => conninfo::SslMode::Require,
+                _ => conninfo::SslMode::Prefer,
+            },
+            ..TlsParams::default()
+        };
+        PostgresBackend::open(config, &tls, options).await
+    }
+
+    async fn open(
         mut config: Config,
+        tls: &TlsParams,
         options: PostgresOptions,
     ) -> Result<PostgresBackend> {
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(Error::TlsUnavailable);
-        }
+        let connector = connector(tls)?;
+        let plain = matches!(connector, Connector::Plain);
+        config.ssl_mode(match tls.mode {
+            _ if plain => DriverSslMode::Disable,
+            conninfo::SslMode::Disable => DriverSslMode::Disable,
+            conninfo::SslMode::Prefer => DriverSslMode::Prefer,
+            _ => DriverSslMode::Require,
+        });
         if let Some(schema) = &options.schema {
             if !valid_schema_name(schema) {
                 return Err(Error::InvalidConfig(format!(
@@ -208,9 +276,20 @@ impl PostgresBackend {
         if config.get_application_name().is_none() {
             config.application_name(BACKEND_NAME);
         }
-        let pool = Pool::new(config, options.pool_size, options.connect_timeout);
+        let pool = Pool::new(
+            config,
+            connector,
+            options.pool_size,
+            options.connect_timeout,
+            options.pool_timeout,
+        );
         let mut conn = pool.get().await?;
-        let store_id = schema::migrate(conn.client(), options.schema.as_deref()).await?;
+        let store_id = schema::migrate(
+            conn.client(),
+            options.schema.as_deref(),
+            options.advisory_locks,
+        )
+        .await?;
         let holder: String = conn
             .client()
             .query_one("SELECT gen_random_uuid()::text", &[])
@@ -273,12 +352,12 @@ impl PostgresBackend {
         self.check_open()?;
         let mut conn = self.inner.pool.get().await?;
         let tx = read_tx(conn.client()).await?;
-        let Some(row) = session_row(&tx, id, "").await? else {
+        let Some(row) = session_row(&tx, id, sql::SESSION_ROW).await? else {
             drop(tx);
             conn.done();
             return Ok(None);
         };
-        let rows = event_rows(&tx, id, "", &[]).await?;
+        let rows = event_rows(&tx, id, sql::EVENTS_ALL, &[]).await?;
         tx.commit().await.map_err(Error::pg("load"))?;
         conn.done();
         let (meta, header_value) = row_meta(&row)?;
@@ -308,7 +387,7 @@ impl PostgresBackend {
     pub async fn read_revision(&self, id: &str) -> Result<Option<Revision>> {
         self.check_open()?;
         let mut conn = self.inner.pool.get().await?;
-        let row = session_row(conn.client(), id, "").await?;
+        let row = session_row(conn.client(), id, sql::SESSION_ROW).await?;
         conn.done();
         Ok(row.map(|r| self.revision(&r)))
     }
@@ -317,7 +396,7 @@ impl PostgresBackend {
     pub async fn next_seq(&self, id: &str) -> Result<Option<u64>> {
         self.check_open()?;
         let mut conn = self.inner.pool.get().await?;
-        let row = session_row(conn.client(), id, "").await?;
+        let row = session_row(conn.client(), id, sql::SESSION_ROW).await?;
         conn.done();
         Ok(row.map(|r| to_u64(r.next_seq)))
     }
@@ -328,13 +407,13 @@ impl PostgresBackend {
         self.check_open()?;
         let mut conn = self.inner.pool.get().await?;
         let tx = read_tx(conn.client()).await?;
-        let Some(row) = session_row(&tx, id, "").await? else {
+        let Some(row) = session_row(&tx, id, sql::SESSION_ROW).await? else {
             drop(tx);
             conn.done();
             return Ok(None);
         };
         let from = to_i64(from_seq);
-        let rows = event_rows(&tx, id, "AND last_seq >= $2", &[from]).await?;
+        let rows = event_rows(&tx, id, sql::EVENTS_FROM, &[from]).await?;
         tx.commit().await.map_err(Error::pg("load"))?;
         conn.done();
         let (meta, header_value) = row_meta(&row)?;
@@ -380,13 +459,7 @@ impl PostgresBackend {
         let limit = i64::from(limit);
         let rows = conn
             .client()
-            .query(
-                &format!(
-                    "SELECT {SESSION_COLUMNS} FROM sessions WHERE ($1::text IS NULL OR id > $1) \
-                     ORDER BY id LIMIT $2"
-                ),
-                &[&after, &limit],
-            )
+            .query(sql::LIST_PAGE, &[&after, &limit])
             .await
             .map_err(Error::pg("list"))?;
         conn.done();
@@ -401,10 +474,7 @@ impl PostgresBackend {
         let mut conn = self.inner.pool.get().await?;
         let rows = conn
             .client()
-            .query(
-                &format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY id"),
-                &[],
-            )
+            .query(sql::LIST_ALL, &[])
             .await
             .map_err(Error::pg("list"))?;
         conn.done();
@@ -422,7 +492,7 @@ impl PostgresBackend {
     /// [`Error::LeaseHeld`] and anything else is taken over with the epoch plus one. Returns
     /// the row and the epoch to write under.
     async fn lock_for_write(&self, tx: &Transaction<'_>, id: &str) -> Result<(SessionRow, i64)> {
-        let Some(row) = session_row(tx, id, "FOR UPDATE").await? else {
+        let Some(row) = session_row(tx, id, sql::SESSION_ROW_FOR_UPDATE).await? else {
             return Err(Error::SessionMissing { id: id.to_owned() });
         };
         let mine = row.lease_holder.as_deref() == Some(self.inner.holder.as_str());
@@ -436,7 +506,7 @@ impl PostgresBackend {
             }
             return Ok((row, held));
         }
-        if row.lease_live && !mine {
+        if row.lease_live && !mine && !self.inner.options.take_over {
             return Err(Error::LeaseHeld {
                 id: id.to_owned(),
                 epoch: row.lease_epoch,
@@ -519,7 +589,7 @@ impl PostgresBackend {
                 });
             }
             tx.execute_typed(
-                UPDATE_AFTER_WRITE,
+                sql::UPDATE_AFTER_WRITE,
                 &[
                     (&id, Type::TEXT),
                     (&to_i64(last + 1), Type::INT8),
@@ -556,16 +626,15 @@ impl PostgresBackend {
         last_batch_seq: u64,
     ) -> Result<i64> {
         let id = &*meta.id;
-        tx.execute(
-            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-            &[&SESSION_LOCK_CLASS, &id],
-        )
-        .await
-        .map_err(Error::pg("append"))?;
+        if self.inner.options.advisory_locks {
+            tx.execute(sql::SESSION_ADVISORY_LOCK, &[&SESSION_LOCK_CLASS, &id])
+                .await
+                .map_err(Error::pg("append"))?;
+        }
         let header = meta.to_value().to_json();
         let inserted = tx
             .query_opt(
-                INSERT_SESSION,
+                sql::INSERT_SESSION,
                 &[
                     &id,
                     &to_i64(meta.created_at),
@@ -607,15 +676,13 @@ impl PostgresBackend {
         ))
         .await
         .map_err(Error::pg("resolve"))?;
-        tx.execute(
-            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-            &[&SESSION_LOCK_CLASS, &id],
-        )
-        .await
-        .map_err(Error::pg("resolve"))?;
-        let row = session_row(&tx, id, "FOR SHARE").await?;
-        let stored =
-            event_rows(&tx, id, "AND last_seq >= $2 AND seq <= $3", &[first, last]).await?;
+        if self.inner.options.advisory_locks {
+            tx.execute(sql::SESSION_ADVISORY_LOCK, &[&SESSION_LOCK_CLASS, &id])
+                .await
+                .map_err(Error::pg("resolve"))?;
+        }
+        let row = session_row(&tx, id, sql::SESSION_ROW_FOR_SHARE).await?;
+        let stored = event_rows(&tx, id, sql::EVENTS_RANGE, &[first, last]).await?;
         tx.commit().await.map_err(Error::pg("resolve"))?;
         conn.done();
         let Some(row) = row else {
@@ -763,13 +830,7 @@ impl PostgresBackend {
                     next_seq: next,
                 });
             }
-            let straddling = event_rows(
-                &tx,
-                id,
-                "AND seq < $2 AND last_seq >= $2",
-                &[to_i64(marker)],
-            )
-            .await?;
+            let straddling = event_rows(&tx, id, sql::EVENTS_STRADDLING, &[to_i64(marker)]).await?;
             if !straddling.is_empty() {
                 return Err(Error::StaleRepair {
                     id: id.to_owned(),
@@ -777,12 +838,9 @@ impl PostgresBackend {
                     next_seq: next,
                 });
             }
-            tx.execute(
-                "DELETE FROM events WHERE session_id = $1 AND seq >= $2",
-                &[&id, &to_i64(marker)],
-            )
-            .await
-            .map_err(Error::pg("repair"))?;
+            tx.execute(sql::DELETE_FROM, &[&id, &to_i64(marker)])
+                .await
+                .map_err(Error::pg("repair"))?;
             next = marker;
         }
         if let Some(first) = closers.first() {
@@ -797,7 +855,7 @@ impl PostgresBackend {
             next += closers.len() as u64;
         }
         tx.execute_typed(
-            UPDATE_AFTER_WRITE,
+            sql::UPDATE_AFTER_WRITE,
             &[
                 (&id, Type::TEXT),
                 (&to_i64(next), Type::INT8),
@@ -849,7 +907,7 @@ impl PostgresBackend {
             .transaction()
             .await
             .map_err(Error::pg("fork"))?;
-        let Some(source) = session_row(&tx, parent, "FOR SHARE").await? else {
+        let Some(source) = session_row(&tx, parent, sql::SESSION_ROW_FOR_SHARE).await? else {
             return Err(refuse("the parent is not stored".to_owned()));
         };
         if to_u64(source.next_seq) < seed_length {
@@ -860,18 +918,10 @@ impl PostgresBackend {
         }
         let epoch = self.insert_session(&tx, child, seed_length, 0).await?;
         let seed = to_i64(seed_length);
-        tx.execute(
-            "INSERT INTO events (session_id, seq, last_seq, type, time, packed, line_text, \
-             line_zstd, surface_op, source_event_seqs, ignorable) \
-             SELECT $2, seq, last_seq, type, time, packed, line_text, line_zstd, surface_op, \
-             source_event_seqs, ignorable FROM events \
-             WHERE session_id = $1 AND last_seq < $3",
-            &[&parent, &child_id, &seed],
-        )
-        .await
-        .map_err(Error::pg("fork"))?;
-        let straddling =
-            event_rows(&tx, parent, "AND seq < $2 AND last_seq >= $2", &[seed]).await?;
+        tx.execute(sql::FORK_COPY, &[&parent, &child_id, &seed])
+            .await
+            .map_err(Error::pg("fork"))?;
+        let straddling = event_rows(&tx, parent, sql::EVENTS_STRADDLING, &[seed]).await?;
         if let Some(row) = straddling.first() {
             let mut events = codec::decode_row(parent, row)?;
             events.retain(|e| e.seq() < seed_length);
@@ -894,11 +944,7 @@ impl PostgresBackend {
         }
         let mut conn = self.inner.pool.get().await?;
         conn.client()
-            .execute(
-                "UPDATE sessions SET lease_holder = NULL, lease_expires_at = NULL \
-                 WHERE id = $1 AND lease_epoch = $2 AND lease_holder = $3::text::uuid",
-                &[&id, &epoch, &self.inner.holder],
-            )
+            .execute(sql::RELEASE_LEASE, &[&id, &epoch, &self.inner.holder])
             .await
             .map_err(Error::pg("release"))?;
         conn.done();
@@ -921,6 +967,25 @@ impl PostgresBackend {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.inner.pool.close();
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The connector for `tls`: plain TCP for `disable`; rustls otherwise (a build without the
+/// `tls` feature connects `prefer` in plain TCP and refuses the modes that require TLS).
+fn connector(tls: &TlsParams) -> Result<Connector> {
+    if tls.mode == conninfo::SslMode::Disable {
+        return Ok(Connector::Plain);
+    }
+    #[cfg(feature = "tls")]
+    {
+        Ok(Connector::Tls(crate::tls::connector(tls)?))
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        if tls.mode.requires_tls() || tls.cert.is_some() {
+            return Err(Error::TlsUnavailable);
+        }
+        Ok(Connector::Plain)
     }
 }
 

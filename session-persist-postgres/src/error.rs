@@ -23,6 +23,13 @@ pub enum Error {
     InvalidConfig(String),
     /// The configuration requires TLS, and this build has no TLS connector.
     TlsUnavailable,
+    /// The TLS configuration cannot be used: `what` names the parameter and its file.
+    Tls {
+        /// What failed (`sslrootcert /etc/ca.pem`, `the system root store`, ...).
+        what: String,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A `PostgreSQL` call failed; `op` says which operation was running.
     Postgres {
         /// The operation (`connect`, `migrate`, `append`, `load`, ...).
@@ -34,6 +41,13 @@ pub enum Error {
     ConnectTimeout {
         /// The timeout, in ms.
         ms: u128,
+    },
+    /// Every pooled connection stayed checked out for the pool timeout.
+    PoolTimeout {
+        /// The timeout, in ms.
+        ms: u128,
+        /// The pool size.
+        size: usize,
     },
     /// The database holds a schema version newer than this build knows.
     SchemaTooNew {
@@ -141,6 +155,17 @@ impl Error {
         move |source| Error::Postgres { op, source }
     }
 
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) fn tls(
+        what: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Error {
+        Error::Tls {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+
     pub(crate) fn corrupt(id: &str, seq: Option<u64>, why: impl Into<String>) -> Error {
         Error::Corrupt {
             id: id.to_owned(),
@@ -166,6 +191,7 @@ impl Error {
         match self {
             Error::InvalidConfig(_)
             | Error::TlsUnavailable
+            | Error::Tls { .. }
             | Error::ForeignMarker
             | Error::Fork { .. } => ErrorKind::Invalid,
             Error::Postgres { source, .. } => {
@@ -174,9 +200,9 @@ impl Error {
                     _ => ErrorKind::Backend,
                 }
             }
-            Error::ConnectTimeout { .. } | Error::CommitOutcomeMismatch { .. } => {
-                ErrorKind::Backend
-            }
+            Error::ConnectTimeout { .. }
+            | Error::PoolTimeout { .. }
+            | Error::CommitOutcomeMismatch { .. } => ErrorKind::Backend,
             Error::SchemaTooNew { .. } | Error::FormatUnsupported(_) => {
                 ErrorKind::FormatUnsupported
             }
@@ -217,6 +243,11 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::Tls { what, source } => write!(f, "TLS: {what}: {source}"),
+            Error::PoolTimeout { ms, size } => write!(
+                f,
+                "all {size} pooled PostgreSQL connections stayed busy for {ms} ms"
+            ),
             Error::ConnectTimeout { ms } => {
                 write!(f, "connecting to PostgreSQL timed out after {ms} ms")
             }
@@ -296,6 +327,7 @@ impl std::error::Error for Error {
         match self {
             Error::Postgres { source, .. } => Some(source),
             Error::Zstd(e) => Some(e),
+            Error::Tls { source, .. } => Some(&**source),
             _ => None,
         }
     }

@@ -102,21 +102,42 @@
 //! the requested seq; [`PostgresBackend::list_page`] pages through headers without touching
 //! events; [`PostgresBackend::fork_stored`] creates a fork child's seed inside the database.
 //!
+//! **Takeover.** A writer that died leaves its leases live until they expire (`lease_ttl` after
+//! its last write). [`PostgresOptions::take_over`] takes a live lease over at once (epoch plus
+//! one), for an operator who knows the holder is dead; a holder that comes back is fenced.
+//!
+//! **No advisory lock is load-bearing.** Advisory locks (on by default,
+//! [`PostgresOptions::advisory_locks`]) only serialize a first publication, migrations and the
+//! settling read earlier; the row lock, the epoch and the next seq decide. Every statement is in
+//! [`sql`], keyed by the session id, so the tables can be distributed by it
+//! (`docs/postgres.md`: Citus, `CockroachDB`, `YugabyteDB`).
+//!
+//! # Pool
+//!
+//! At most [`PostgresOptions::pool_size`] connections; an operation waits for one at most
+//! [`PostgresOptions::pool_timeout`], then fails with [`Error::PoolTimeout`].
+//!
 //! # TLS
 //!
-//! Connections are plain TCP. The `tls` cargo feature (off by default) is reserved and does not
-//! bundle a connector yet; a configuration with `sslmode=require` is refused with
-//! [`Error::TlsUnavailable`].
+//! With the `tls` cargo feature (default), connections use rustls (ring provider) with libpq's
+//! `sslmode` (`disable`, `prefer` by default, `require`, `verify-ca`, `verify-full`), roots from
+//! `sslrootcert` or the system store, and a client certificate from `sslcert`/`sslkey`, all
+//! read from the connection string ([`conninfo`]). Without the feature, a mode that requires
+//! TLS is refused with [`Error::TlsUnavailable`]. No error shows the connection string.
 
 pub mod backend;
 pub mod codec;
+pub mod conninfo;
 mod error;
 mod pool;
 pub mod schema;
+pub mod sql;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use backend::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POOL_SIZE, DEFAULT_URL, PostgresBackend,
-    PostgresOptions,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POOL_SIZE, DEFAULT_POOL_TIMEOUT,
+    DEFAULT_URL, PostgresBackend, PostgresOptions,
 };
 pub use error::{Error, Result};
 pub use tokio_postgres;

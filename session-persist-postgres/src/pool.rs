@@ -1,5 +1,9 @@
 //! A small connection pool: at most `size` [`tokio_postgres::Client`]s, handed out behind a
 //! semaphore, connected lazily, and discarded when their connection broke.
+//!
+//! Back-pressure: a checkout waits (in FIFO order, the semaphore's) for a free connection, at
+//! most the pool timeout, then fails with [`Error::PoolTimeout`]; a connect waits at most the
+//! connect timeout ([`Error::ConnectTimeout`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -7,6 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::{Client, Config, NoTls};
+#[cfg(feature = "tls")]
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{Error, Result};
 
@@ -15,9 +21,21 @@ pub(crate) struct Conn {
     pub(crate) client: Client,
 }
 
+/// How connections are made.
+pub(crate) enum Connector {
+    /// Plain TCP (`sslmode=disable`, or `prefer` in a build without TLS).
+    Plain,
+    /// TLS through rustls (`prefer` falls back to plain TCP when the server refuses TLS).
+    #[cfg(feature = "tls")]
+    Tls(MakeRustlsConnect),
+}
+
 pub(crate) struct Pool {
     config: Config,
+    connector: Connector,
+    size: usize,
     connect_timeout: Duration,
+    checkout_timeout: Duration,
     idle: Mutex<Vec<Conn>>,
     permits: Arc<Semaphore>,
     closed: AtomicBool,
@@ -67,10 +85,19 @@ impl Drop for Pooled {
 }
 
 impl Pool {
-    pub(crate) fn new(config: Config, size: usize, connect_timeout: Duration) -> Arc<Pool> {
+    pub(crate) fn new(
+        config: Config,
+        connector: Connector,
+        size: usize,
+        connect_timeout: Duration,
+        checkout_timeout: Duration,
+    ) -> Arc<Pool> {
         Arc::new(Pool {
             config,
+            connector,
+            size: size.max(1),
             connect_timeout,
+            checkout_timeout,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(size.max(1))),
             closed: AtomicBool::new(false),
@@ -79,18 +106,35 @@ impl Pool {
 
     /// Opens a new connection outside the pool's accounting.
     pub(crate) async fn connect(&self) -> Result<Client> {
-        let connecting = self.config.connect(NoTls);
-        let (client, connection) = tokio::time::timeout(self.connect_timeout, connecting)
-            .await
-            .map_err(|_| Error::ConnectTimeout {
-                ms: self.connect_timeout.as_millis(),
-            })?
-            .map_err(Error::pg("connect"))?;
-        tokio::spawn(async move {
-            // The error surfaces on the client's next call.
-            let _ = connection.await;
-        });
-        Ok(client)
+        let timed_out = |_| Error::ConnectTimeout {
+            ms: self.connect_timeout.as_millis(),
+        };
+        match &self.connector {
+            Connector::Plain => {
+                let connecting = self.config.connect(NoTls);
+                let (client, connection) = tokio::time::timeout(self.connect_timeout, connecting)
+                    .await
+                    .map_err(timed_out)?
+                    .map_err(Error::pg("connect"))?;
+                tokio::spawn(async move {
+                    // The error surfaces on the client's next call.
+                    let _ = connection.await;
+                });
+                Ok(client)
+            }
+            #[cfg(feature = "tls")]
+            Connector::Tls(tls) => {
+                let connecting = self.config.connect(tls.clone());
+                let (client, connection) = tokio::time::timeout(self.connect_timeout, connecting)
+                    .await
+                    .map_err(timed_out)?
+                    .map_err(Error::pg("connect"))?;
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                Ok(client)
+            }
+        }
     }
 
     /// A connection: an idle one that is still open, or a new one.
@@ -98,12 +142,14 @@ impl Pool {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::Closed)?;
+        let permit =
+            tokio::time::timeout(self.checkout_timeout, self.permits.clone().acquire_owned())
+                .await
+                .map_err(|_| Error::PoolTimeout {
+                    ms: self.checkout_timeout.as_millis(),
+                    size: self.size,
+                })?
+                .map_err(|_| Error::Closed)?;
         let reused = loop {
             let next = self
                 .idle

@@ -91,16 +91,24 @@ pub fn quote_ident(name: &str) -> String {
 }
 
 /// Creates `schema` when given, then applies every missing migration in one transaction under
-/// an advisory lock keyed by the schema. Returns the store id.
-pub async fn migrate(client: &mut Client, schema: Option<&str>) -> Result<String> {
+/// an advisory lock keyed by the schema (without it, when `advisory_lock` is false: two
+/// backends migrating the same schema at once may then see one of them fail on a duplicate
+/// key and roll back whole; retrying it finds the migrations applied). Returns the store id.
+pub async fn migrate(
+    client: &mut Client,
+    schema: Option<&str>,
+    advisory_lock: bool,
+) -> Result<String> {
     let pg = Error::pg;
     let tx = client.transaction().await.map_err(pg("migrate"))?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock($1, hashtext(coalesce($2, current_schema(), '')))",
-        &[&MIGRATION_LOCK_CLASS, &schema],
-    )
-    .await
-    .map_err(pg("migrate"))?;
+    if advisory_lock {
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext(coalesce($2, current_schema(), '')))",
+            &[&MIGRATION_LOCK_CLASS, &schema],
+        )
+        .await
+        .map_err(pg("migrate"))?;
+    }
     if let Some(schema) = schema {
         tx.batch_execute(&format!(
             "CREATE SCHEMA IF NOT EXISTS {}",

@@ -8,9 +8,8 @@
 mod common;
 
 use std::error::Error as _;
-use std::time::Duration;
 
-use common::{TestSchema, server_available};
+use common::{LeasePair, TestSchema, server_available};
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
 use session_persist::{Backend, ErrorKind};
@@ -83,16 +82,13 @@ async fn a_held_lease_is_locked_and_a_lost_one_lease_lost() {
         return;
     }
     let schema = TestSchema::new();
-    let ttl = Duration::from_millis(100);
-    let a = schema.backend_with(schema.options().lease_ttl(ttl)).await;
-    let b = schema
-        .backend_with(schema.options().lease_ttl(Duration::from_secs(30)))
-        .await;
+    let pair = LeasePair::new(&schema).await;
+    let (a, b) = (&pair.short, &pair.long);
     let m = meta("lease");
     a.append_batch(&m, &batch(0, 2), false).await.unwrap();
     let held = b.append_batch(&m, &batch(2, 1), true).await.unwrap_err();
     assert_eq!(held.kind(), ErrorKind::Locked, "{held}");
-    tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+    pair.expire().await;
     b.append_batch(&m, &batch(2, 1), true).await.unwrap();
     let lost = a.append_batch(&m, &batch(3, 1), true).await.unwrap_err();
     assert_eq!(lost.kind(), ErrorKind::LeaseLost, "{lost}");

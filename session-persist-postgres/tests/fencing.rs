@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cut, Proxy, TestSchema, server_available, upstream};
+use common::{Cut, LeasePair, Proxy, TestSchema, server_available, upstream};
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
 use session_persist_postgres::{Error, PostgresBackend, PostgresOptions};
@@ -87,9 +87,32 @@ fn check_log(stored: &[Event], successes: &[Vec<Event>]) {
     }
 }
 
-async fn race(rounds: u32, ttl: Duration) {
+/// How the racing writers are configured.
+#[derive(Clone, Copy)]
+struct RaceMode {
+    ttl: Duration,
+    advisory_locks: bool,
+    take_over: bool,
+}
+
+impl RaceMode {
+    fn ttl(ttl: Duration) -> RaceMode {
+        RaceMode {
+            ttl,
+            advisory_locks: true,
+            take_over: false,
+        }
+    }
+}
+
+async fn race(rounds: u32, mode: RaceMode) {
+    let ttl = mode.ttl;
     let schema = TestSchema::new();
-    let options = schema.options().lease_ttl(ttl);
+    let options = schema
+        .options()
+        .lease_ttl(ttl)
+        .advisory_locks(mode.advisory_locks)
+        .take_over(mode.take_over);
     let a = schema.backend_with(options.clone()).await;
     let b = schema.backend_with(options).await;
     let m = meta("race");
@@ -145,7 +168,7 @@ async fn two_writers_race_without_duplicates_or_gaps() {
     if !server_available("two_writers_race_without_duplicates_or_gaps") {
         return;
     }
-    race(200, Duration::ZERO).await;
+    race(200, RaceMode::ttl(Duration::ZERO)).await;
 }
 
 /// The same race with live leases: the second writer is refused while the first holds it.
@@ -154,7 +177,85 @@ async fn two_writers_race_with_live_leases() {
     if !server_available("two_writers_race_with_live_leases") {
         return;
     }
-    race(50, Duration::from_secs(30)).await;
+    race(50, RaceMode::ttl(Duration::from_secs(30))).await;
+}
+
+/// Correctness does not rest on advisory locks (stubs on some distributed systems): the
+/// same race with none taken, leases expiring at once, never duplicates, skips or interleaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_writers_without_advisory_locks_stay_correct() {
+    if !server_available("racing_writers_without_advisory_locks_stay_correct") {
+        return;
+    }
+    let mode = RaceMode {
+        advisory_locks: false,
+        ..RaceMode::ttl(Duration::ZERO)
+    };
+    race(200, mode).await;
+}
+
+/// Two writers that both take live leases over (operator takeover on both sides, no advisory
+/// locks): each takeover fences the other, and the log stays exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_takeovers_stay_correct() {
+    if !server_available("racing_takeovers_stay_correct") {
+        return;
+    }
+    let mode = RaceMode {
+        ttl: Duration::from_secs(30),
+        advisory_locks: false,
+        take_over: true,
+    };
+    race(100, mode).await;
+}
+
+/// Without advisory locks, writers racing to publish the same new session: exactly one
+/// publication commits, the others are refused as already materialized (the primary key
+/// decides), and the stored log is the winner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_first_publications_without_advisory_locks() {
+    if !server_available("racing_first_publications_without_advisory_locks") {
+        return;
+    }
+    let schema = TestSchema::new();
+    let options = schema.options().advisory_locks(false);
+    let mut writers = Vec::new();
+    for _ in 0..4 {
+        writers.push(schema.backend_with(options.clone()).await);
+    }
+    for round in 0..20_u32 {
+        let id = format!("first-{round}");
+        let m = meta(&id);
+        let tasks: Vec<_> = writers
+            .iter()
+            .enumerate()
+            .map(|(w, backend)| {
+                let backend = backend.clone();
+                let m = m.clone();
+                let events = batch(0, 3, w as u32, round);
+                tokio::spawn(async move {
+                    let outcome = backend.append(&m, &events, false).await;
+                    (events, outcome)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                (events, Ok(())) => winners.push(events),
+                (_, Err(Error::AlreadyMaterialized { .. })) => {}
+                (_, Err(e)) => panic!("round {round}: unexpected error {e}"),
+            }
+        }
+        assert_eq!(
+            winners.len(),
+            1,
+            "round {round}: {} publications",
+            winners.len()
+        );
+        let stored = writers[0].load(&id).await.unwrap().unwrap().events;
+        check_log(&stored, &winners);
+    }
 }
 
 /// A writer whose lease was taken over fails with the lease error and writes nothing; after
@@ -165,11 +266,8 @@ async fn taken_over_writer_fails_with_lease_lost() {
         return;
     }
     let schema = TestSchema::new();
-    let ttl = Duration::from_millis(100);
-    let a = schema.backend_with(schema.options().lease_ttl(ttl)).await;
-    let b = schema
-        .backend_with(schema.options().lease_ttl(Duration::from_secs(30)))
-        .await;
+    let pair = LeasePair::new(&schema).await;
+    let (a, b) = (&pair.short, &pair.long);
     let m = meta("takeover");
     a.append(&m, &batch(0, 3, 1, 0), false).await.unwrap();
     assert_eq!(a.held_epoch("takeover"), Some(1));
@@ -179,7 +277,7 @@ async fn taken_over_writer_fails_with_lease_lost() {
         matches!(refused, Err(Error::LeaseHeld { epoch: 1, .. })),
         "{refused:?}"
     );
-    tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+    pair.expire().await;
     b.append(&m, &batch(3, 2, 2, 1), true).await.unwrap();
     assert_eq!(b.held_epoch("takeover"), Some(2));
     let before = a.load("takeover").await.unwrap().unwrap();

@@ -1,37 +1,12 @@
 //! The rows of the schema: the SQL that reads and writes them, and their decoding into
 //! headers and event rows.
 
+use crate::sql;
+
 use super::{
     Duration, Error, EventRow, FormatRefusal, GenericClient, Result, Row, SessionHeader, ToSql,
     Transaction, Type, Value, json,
 };
-
-/// The columns of a session row, in [`SessionRow::decode`] order.
-pub(super) const SESSION_COLUMNS: &str = "id, version, created_at, cwd, parent_session, seed_length, \
-    origin, delegation_depth, agent_preset, header_json, incarnation::text, revision, next_seq, \
-    lease_epoch, lease_holder::text, \
-    (lease_holder IS NOT NULL AND lease_expires_at > now()) AS lease_live, \
-    coalesce((extract(epoch FROM (lease_expires_at - now())) * 1000)::bigint, 0) AS lease_ms";
-
-/// The columns of an event row, in [`decode_event_row`] order.
-pub(super) const EVENT_COLUMNS: &str = "seq, last_seq, type, time, packed, line_text, line_zstd, \
-    surface_op, source_event_seqs, ignorable";
-
-pub(super) const INSERT_EVENTS: &str = "INSERT INTO events (session_id, seq, last_seq, type, time, packed, \
-    line_text, line_zstd, surface_op, source_event_seqs, ignorable) \
-    SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::bigint[], \
-    $6::boolean[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::boolean[])";
-
-pub(super) const INSERT_SESSION: &str = "INSERT INTO sessions (id, version, created_at, cwd, \
-    parent_session, seed_length, origin, delegation_depth, agent_preset, header_json, next_seq, \
-    last_batch_seq, lease_epoch, lease_holder, lease_expires_at) \
-    VALUES ($1, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1, $12::text::uuid, \
-    now() + $13::bigint * interval '1 millisecond') \
-    ON CONFLICT (id) DO NOTHING RETURNING lease_epoch";
-
-pub(super) const UPDATE_AFTER_WRITE: &str = "UPDATE sessions SET next_seq = $2, last_batch_seq = $3, \
-    revision = revision + 1, lease_epoch = $4, lease_holder = $5::text::uuid, \
-    lease_expires_at = now() + $6::bigint * interval '1 millisecond' WHERE id = $1";
 
 /// A decoded session row.
 #[derive(Debug, Clone)]
@@ -189,7 +164,7 @@ pub(super) async fn insert_rows(tx: &Transaction<'_>, id: &str, rows: &[EventRow
     }
     let a = insert_params(rows);
     tx.execute_typed(
-        INSERT_EVENTS,
+        sql::INSERT_EVENTS,
         &[
             (&id, Type::TEXT),
             (&a.seq, Type::INT8_ARRAY),
@@ -209,25 +184,26 @@ pub(super) async fn insert_rows(tx: &Transaction<'_>, id: &str, rows: &[EventRow
     Ok(())
 }
 
+/// Reads one session row with `statement` (one of [`sql::SESSION_ROW`] and its locking
+/// forms).
 pub(super) async fn session_row(
     client: &impl GenericClient,
     id: &str,
-    lock: &str,
+    statement: &'static str,
 ) -> Result<Option<SessionRow>> {
     let row = client
-        .query_typed_opt(
-            &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 {lock}"),
-            &[(&id, Type::TEXT)],
-        )
+        .query_typed_opt(statement, &[(&id, Type::TEXT)])
         .await
         .map_err(Error::pg("read session"))?;
     row.map(|r| SessionRow::decode(&r, id)).transpose()
 }
 
+/// Reads a session's event rows with `statement` (one of the `EVENTS_*` of [`sql`]),
+/// `bounds` binding `$2`, `$3`.
 pub(super) async fn event_rows(
     client: &impl GenericClient,
     id: &str,
-    filter: &str,
+    statement: &'static str,
     bounds: &[i64],
 ) -> Result<Vec<EventRow>> {
     let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&id, Type::TEXT)];
@@ -237,12 +213,7 @@ pub(super) async fn event_rows(
             .map(|b| (b as &(dyn ToSql + Sync), Type::INT8)),
     );
     let rows = client
-        .query_typed(
-            &format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 {filter} ORDER BY seq"
-            ),
-            &params,
-        )
+        .query_typed(statement, &params)
         .await
         .map_err(Error::pg("read events"))?;
     rows.iter().map(|r| decode_event_row(r, id)).collect()

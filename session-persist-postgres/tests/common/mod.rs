@@ -370,12 +370,16 @@ impl Proxy {
         self.state.cuts.load(Ordering::SeqCst)
     }
 
-    /// A connection string through the proxy (the same database and user as [`pg_url`]).
+    /// A connection string through the proxy (the same database and user as [`pg_url`]),
+    /// in plain TCP: the proxy cuts on what it reads.
     pub fn url(&self) -> String {
         let config: tokio_postgres::Config = pg_url().parse().unwrap();
         let user = config.get_user().unwrap_or("postgres");
         let db = config.get_dbname().unwrap_or("test");
-        format!("host=127.0.0.1 port={} user={user} dbname={db}", self.port)
+        format!(
+            "host=127.0.0.1 port={} user={user} dbname={db} sslmode=disable",
+            self.port
+        )
     }
 }
 
@@ -460,4 +464,33 @@ async fn pipe(client: TcpStream, server: TcpStream, state: Arc<ProxyState>) {
     }
     down.abort();
     // Dropping both halves closes both connections.
+}
+
+/// Two writers on one schema for lease tests: `short` with a lease of [`LeasePair::TTL`],
+/// `long` with a 30 s lease, so `long` is refused until `short`'s lease expired
+/// ([`LeasePair::expire`]) and then takes the session over.
+pub struct LeasePair {
+    pub short: PostgresBackend,
+    pub long: PostgresBackend,
+}
+
+impl LeasePair {
+    /// The short lease.
+    pub const TTL: Duration = Duration::from_millis(100);
+
+    pub async fn new(schema: &TestSchema) -> LeasePair {
+        LeasePair {
+            short: schema
+                .backend_with(schema.options().lease_ttl(Self::TTL))
+                .await,
+            long: schema
+                .backend_with(schema.options().lease_ttl(Duration::from_secs(30)))
+                .await,
+        }
+    }
+
+    /// Waits until `short`'s lease has expired.
+    pub async fn expire(&self) {
+        tokio::time::sleep(Self::TTL + Duration::from_millis(50)).await;
+    }
 }
