@@ -91,20 +91,7 @@ pub(crate) fn turns(events: impl IntoIterator<Item = Event>) -> Vec<Turn> {
         .collect()
 }
 
-/// Counts events per type, in order of first appearance.
-pub(crate) fn counts<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<(String, u64)> {
-    let mut out: Vec<(String, u64)> = Vec::new();
-    let mut index = std::collections::HashMap::<String, usize>::new();
-    for e in events {
-        if let Some(i) = index.get(e.event_type()) {
-            out[*i].1 += 1;
-        } else {
-            index.insert(e.event_type().to_owned(), out.len());
-            out.push((e.event_type().to_owned(), 1));
-        }
-    }
-    out
-}
+pub(crate) use session_web::counts;
 
 /// Builds the report for `target` (never writes).
 pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
