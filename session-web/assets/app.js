@@ -380,8 +380,9 @@
 
   // ---- readiness marks, read by the browser tests and the paint benchmark ----
 
+  let currentHash = "#/";
   function markReady() {
-    document.body.dataset.ready = location.hash || "#/";
+    document.body.dataset.ready = currentHash;
   }
   function markPainted() {
     if (window.__firstTimelinePaint === undefined) window.__firstTimelinePaint = performance.now();
@@ -393,6 +394,7 @@
   async function route() {
     delete document.body.dataset.ready;
     const hash = location.hash || (BUNDLE ? `#/s/${enc(BUNDLE.summary.id)}` : "#/");
+    currentHash = hash;
     const parts = hash.slice(2).split("/").map(decodeURIComponent);
     try {
       if (parts[0] === "s" && parts[2] === "at") await requestPage(parts[1], parts[3]);
