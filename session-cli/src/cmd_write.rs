@@ -376,6 +376,26 @@ fn boundary_hint(events: &Events, at: u64) -> Option<String> {
     })
 }
 
+/// Publishes a new child session through the store (`enter`, then `announce`, which makes
+/// persistence write its seed) and waits until it is durable; returns the live child and the
+/// file it was written to (JSONL stores).
+pub(crate) fn publish_child(
+    store: &Store,
+    child: session_surface::Session,
+) -> Result<(SharedSession, Option<PathBuf>)> {
+    let shared = SharedSession::new(child);
+    store.sessions.enter(&shared).map_err(|e| store_err(&e))?;
+    store.sessions.announce(&shared).map_err(|e| match e {
+        session_store::Error::Listener(inner) => Error::failed(inner.to_string(), None),
+        other => store_err(&other),
+    })?;
+    store
+        .block_on(store.sessions.flush(&shared))
+        .map_err(|e| Error::failed(format!("writing the child session failed: {e}"), None))?;
+    let path = store.persistence.locate(&shared.header()).map(|l| l.path);
+    Ok((shared, path))
+}
+
 /// `fork`.
 pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
     let at = inv.seq_option("--at")?;
@@ -414,17 +434,8 @@ pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
         None => Error::failed(format!("the fork child is invalid: {e}"), None),
     })?;
     let seed_length = child.header().seed_length.unwrap_or(0);
-    let shared = SharedSession::new(child);
-    store.sessions.enter(&shared).map_err(|e| store_err(&e))?;
-    store.sessions.announce(&shared).map_err(|e| match e {
-        session_store::Error::Listener(inner) => Error::failed(inner.to_string(), None),
-        other => store_err(&other),
-    })?;
-    store
-        .block_on(store.sessions.flush(&shared))
-        .map_err(|e| Error::failed(format!("writing the fork child failed: {e}"), None))?;
+    let (shared, path) = publish_child(&store, child)?;
     let header = shared.header();
-    let path = store.persistence.locate(&header).map(|l| l.path);
     let child_events = shared.seq();
     if inv.global.json {
         let doc = obj([

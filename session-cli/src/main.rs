@@ -31,6 +31,7 @@
 
 mod append_failure;
 mod args;
+mod cmd_compaction;
 mod cmd_read;
 mod cmd_serve;
 mod cmd_verify;
@@ -86,6 +87,18 @@ fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
             &inv.global,
             out,
         ),
+        "compactions" => {
+            let args = cmd_compaction::CompactionsArgs::from_invocation(inv);
+            cmd_compaction::compactions(&inv.global, &args, out)
+        }
+        "diff" => {
+            let args = cmd_compaction::DiffArgs::from_invocation(inv)?;
+            cmd_compaction::diff(&inv.global, &args, out)
+        }
+        "uncompact" => {
+            let args = cmd_compaction::UncompactArgs::from_invocation(inv)?;
+            cmd_compaction::uncompact(&inv.global, &args, out)
+        }
         other => Err(Error::usage(format!("unknown command \"{other}\""))),
     }
 }

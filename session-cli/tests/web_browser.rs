@@ -256,7 +256,7 @@ fn the_web_view_in_a_real_browser() {
         wait_ready(&c, &hash).await;
         let api = fetch_json(&c, &format!("/api/sessions/{compacted_id}/compactions")).await;
         let first = &api["compactions"][0];
-        let shadowed = first["shadowedSeqs"].as_array().unwrap().len();
+        let shadowed = first["resolved"].as_array().unwrap().len();
         assert!(shadowed > 0, "the corpus compaction shadows nothing: {api}");
         wait_css(&c, ".compaction .expand").await.click().await.unwrap();
         wait_css(&c, ".compaction .original").await;
@@ -265,7 +265,12 @@ fn the_web_view_in_a_real_browser() {
             "return [...document.querySelectorAll('.compaction .originals:not([hidden]) .original')].map(o => Number(o.dataset.seq));",
         )
         .await;
-        assert_eq!(originals, first["shadowedSeqs"]);
+        assert_eq!(originals, first["resolved"]);
+        // The endpoint is `sessionctl compactions --json`'s list.
+        let cli = run(&["--root", root.str(), "compactions", &compacted_id, "--json"])
+            .ok()
+            .json();
+        assert_eq!(api["compactions"], cli["compactions"]);
         shot(&c, "compaction.png").await;
 
         // The demo session: its crash closers are highlighted with their explanation.

@@ -3,7 +3,8 @@
 //!
 //! Primary items: [`resolve_boundary`] (the pure boundary rules), [`fork_session`] /
 //! [`fork_events`] (building the child), [`child_header`], and the [`ForkError`] /
-//! [`ForkErrorCode`] pair every fork failure is reported with.
+//! [`ForkErrorCode`] pair every fork failure is reported with. [`uncompact`] builds a child
+//! with chosen compactions undone (the `uncompact` module docs give its exact shape).
 //!
 //! # Key design decision
 //!
@@ -53,6 +54,10 @@ use session_core::header::js_string;
 use session_core::json::Value;
 use session_core::{Events, SharedClock};
 use session_surface::Session;
+
+mod uncompact;
+
+pub use uncompact::{PROVENANCE_TYPE, UNDONE_TYPE, UncompactError, Undo, uncompact};
 
 /// What kind of fork failure a [`ForkError`] is (`SessionForkError.code`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -175,6 +180,8 @@ pub enum Error {
     Fork(ForkError),
     /// Building the child session failed; the session's own error propagates unchanged.
     Session(session_surface::Error),
+    /// An uncompact request named no compaction to undo.
+    Uncompact(UncompactError),
 }
 
 impl Error {
@@ -182,7 +189,7 @@ impl Error {
     pub fn as_fork(&self) -> Option<&ForkError> {
         match self {
             Error::Fork(e) => Some(e),
-            Error::Session(_) => None,
+            Error::Session(_) | Error::Uncompact(_) => None,
         }
     }
 }
@@ -192,6 +199,7 @@ impl fmt::Display for Error {
         match self {
             Error::Fork(e) => fmt::Display::fmt(e, f),
             Error::Session(e) => fmt::Display::fmt(e, f),
+            Error::Uncompact(e) => fmt::Display::fmt(e, f),
         }
     }
 }
@@ -201,6 +209,7 @@ impl std::error::Error for Error {
         match self {
             Error::Fork(e) => Some(e),
             Error::Session(e) => Some(e),
+            Error::Uncompact(e) => Some(e),
         }
     }
 }

@@ -6,6 +6,8 @@
 //! derived views), [`Surface`] (the per-event transition of §3.2 as plan-then-apply),
 //! [`Messages`], [`Transcript`], and [`SharedSession`] (observers with a pre-commit veto and
 //! contained post-commit listeners). [`fold_surface`] replays a whole log.
+//! [`Session::compactions`] reports every surface replace with what it hid and the size of the
+//! model's view before and after ([`Compaction`]).
 //!
 //! # Validation
 //!
@@ -94,6 +96,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod compaction;
 mod derive;
 mod draft_serde;
 mod error;
@@ -103,6 +106,9 @@ mod shared;
 mod surface;
 mod transcript;
 
+pub use compaction::{
+    Compaction, ViewSize, approx_tokens, compactions_of, message_chars, view_size,
+};
 pub use derive::{Messages, MessagesIter, derive_event_message};
 pub use error::{Error, Result, ShapeProblem, SharedError};
 pub use session::{BoxError, Draft, PreparedDraft, SeedMode, Session, check_message_shape};

@@ -198,6 +198,10 @@
     );
   }
 
+  function sizeText(v) {
+    return `${v.messages} messages, ${v.chars} chars (~${v.approxTokens} tokens)`;
+  }
+
   function compactionsBox(id, compactions) {
     if (compactions.length === 0) return el("p", { class: "muted" }, "no compactions");
     return el(
@@ -205,28 +209,27 @@
       {},
       ...compactions.map((c) => {
         const originals = el("div", { class: "originals", hidden: "" });
-        const summary = el("div", { class: "summary" });
-        const btn = el("button", { class: "expand", type: "button" }, `show ${c.shadowedSeqs.length} originals`);
+        const btn = el("button", { class: "expand", type: "button" }, `show the ${c.resolved.length} originals`);
         btn.addEventListener("click", async () => {
           if (!originals.hidden) {
             originals.hidden = true;
             return;
           }
           if (!originals.childElementCount) {
-            for (const s of c.shadowedSeqs) {
+            for (const s of c.resolved) {
               const e = await eventAt(id, s);
-              originals.append(el("div", { class: "original", "data-seq": s }, el("h4", {}, `seq ${s} · ${e ? e.type : "?"}`), json(e ? e.data : null)));
+              originals.append(el("div", { class: "original", "data-seq": s }, el("h4", {}, link(`#/s/${enc(id)}/e/${s}`, `seq ${s} · ${e ? e.type : "?"}`)), json(e ? e.data : null)));
             }
           }
           originals.hidden = false;
         });
-        eventAt(id, c.seq).then((e) => summary.append(el("h4", {}, `replacement seq ${c.seq}`), json(e ? e.data : null)));
         return el(
           "div",
           { class: "compaction", "data-seq": c.seq },
-          el("h3", {}, `seq ${c.seq}: replaces ${c.start}..${c.end}`),
-          el("p", {}, `size ${bytes(c.bytesBefore)} → ${bytes(c.bytesAfter)}`),
-          summary,
+          el("h3", {}, `seq ${c.seq} (${c.type}): replaces ${c.range.start}..${c.range.end}`),
+          el("p", {}, `shadowed nodes ${c.shadowed.join(", ")}`, c.coveredBy !== null ? ` · later covered by seq ${c.coveredBy}` : ""),
+          el("p", { class: "sizes" }, `before: ${sizeText(c.before)} → after: ${sizeText(c.after)}`),
+          el("div", { class: "summary" }, el("h4", {}, "summary"), json(c.message)),
           btn,
           originals
         );

@@ -42,5 +42,6 @@ pub use error::{Error, ErrorKind, Result};
 pub use export::{ExportLimits, ExportOptions, bundle, export_csp, export_page, render};
 pub use list::{ListRow, list_rows};
 pub use view::{
-    Closer, Compaction, Row, RowKind, SessionView, closer_code, closer_text, counts, timeline,
+    Closer, Row, RowKind, SessionView, closer_code, closer_text, compaction_json, counts, timeline,
+    view_size_json,
 };

@@ -9,7 +9,7 @@ use session_core::request::{REQUEST_CONTEXT, REQUEST_HEADER, fold_request_header
 use session_core::{Event, Events, SessionHeader};
 use session_persist::{DetailedInspection, TornMarker};
 use session_repair::{TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
-use session_surface::{Replacement, derive_event_message, fold_surface};
+use session_surface::{Compaction, ViewSize, compactions_of, derive_event_message, fold_surface};
 
 use crate::error::{Error, Result};
 
@@ -117,17 +117,6 @@ pub struct Closer {
     pub pending: bool,
 }
 
-/// One compaction or rewrite of the surface, with its sizes.
-#[derive(Debug, Clone)]
-pub struct Compaction {
-    /// The replacement as the surface records it.
-    pub replacement: Replacement,
-    /// Bytes of JSON of the shadowed originals' messages.
-    pub bytes_before: u64,
-    /// Bytes of JSON of the replacing message.
-    pub bytes_after: u64,
-}
-
 /// Everything the web view shows of one session, built once from an inspection.
 pub struct SessionView {
     /// The header.
@@ -142,7 +131,7 @@ pub struct SessionView {
     pub surface_nodes: usize,
     /// Model-visible messages after every event.
     pub messages: usize,
-    /// Compactions and rewrites, in event order.
+    /// Compactions and rewrites, in log order (`Session::compactions`' history).
     pub compactions: Vec<Compaction>,
     /// Stored and pending closers.
     pub closers: Vec<Closer>,
@@ -189,8 +178,33 @@ fn str_field(e: &Event, key: &str) -> Option<String> {
     e.data().get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-fn json_len(v: &Value) -> u64 {
-    v.to_json().len() as u64
+/// A view size as the JSON documents show it.
+pub fn view_size_json(size: ViewSize) -> Value {
+    obj([
+        ("messages", num(size.messages)),
+        ("chars", num(size.chars)),
+        ("approxTokens", num(size.approx_tokens)),
+    ])
+}
+
+fn seqs(items: &[u64]) -> Value {
+    Value::array(items.iter().copied().map(num))
+}
+
+/// One compaction as the JSON documents show it (`sessionctl compactions --json`, the API).
+pub fn compaction_json(c: &Compaction) -> Value {
+    obj([
+        ("seq", num(c.seq)),
+        ("type", Value::from(c.event_type.as_str())),
+        ("range", obj([("start", num(c.start)), ("end", num(c.end))])),
+        ("shadowed", seqs(&c.shadowed)),
+        ("resolved", seqs(&c.resolved)),
+        ("sourceEventSeqs", seqs(&c.source_event_seqs)),
+        ("message", c.message.clone().unwrap_or(Value::Null)),
+        ("before", view_size_json(c.before)),
+        ("after", view_size_json(c.after)),
+        ("coveredBy", opt_num(c.covered_by)),
+    ])
 }
 
 /// The timeline rows of `events`.
@@ -331,29 +345,7 @@ impl SessionView {
     pub fn build(detailed: DetailedInspection, headers: &[SessionHeader]) -> SessionView {
         let events = detailed.inspection.events.clone();
         let stored = detailed.stored.min(events.len());
-        let compactions = detailed
-            .transcript
-            .replacements()
-            .into_iter()
-            .map(|r| {
-                let before = r
-                    .shadowed_seqs
-                    .iter()
-                    .filter_map(|s| events.get(*s as usize))
-                    .filter_map(derive_event_message)
-                    .map(json_len)
-                    .sum();
-                let after = events
-                    .get(r.seq as usize)
-                    .and_then(derive_event_message)
-                    .map_or(0, json_len);
-                Compaction {
-                    replacement: r,
-                    bytes_before: before,
-                    bytes_after: after,
-                }
-            })
-            .collect();
+        let compactions = compactions_of(&detailed.transcript);
         let closers = events
             .iter()
             .enumerate()
@@ -467,27 +459,9 @@ impl SessionView {
         ])
     }
 
-    /// The compactions with their ranges, shadowed seqs and sizes.
+    /// The compactions as `sessionctl compactions --json` lists them.
     pub fn compactions_json(&self) -> Value {
-        Value::array(self.compactions.iter().map(|c| {
-            let r = &c.replacement;
-            let ty = self
-                .events
-                .get(r.seq as usize)
-                .map_or("", |e| e.event_type());
-            obj([
-                ("seq", num(r.seq)),
-                ("type", Value::from(ty)),
-                ("start", num(r.start)),
-                ("end", num(r.end)),
-                (
-                    "shadowedSeqs",
-                    Value::array(r.shadowed_seqs.iter().copied().map(num)),
-                ),
-                ("bytesBefore", num(c.bytes_before)),
-                ("bytesAfter", num(c.bytes_after)),
-            ])
-        }))
+        Value::array(self.compactions.iter().map(compaction_json))
     }
 
     /// The closers, each with its code, explanation and whether it is stored.

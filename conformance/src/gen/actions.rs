@@ -136,6 +136,9 @@ pub(crate) struct CompactSpec {
     pub(crate) reverse: bool,
     pub(crate) summary: String,
     pub(crate) empty: bool,
+    /// Bit 0: a `compaction/summary` record first (cited in the sources); bit 1: a
+    /// `session/title` citing surface nodes after it; bit 2: a `command/done` naming it.
+    pub(crate) bookkeeping: u8,
 }
 
 #[derive(Debug, Clone)]
@@ -286,6 +289,45 @@ fn arb_header() -> impl Strategy<Value = HeaderSpec> {
         )
 }
 
+/// A compaction (see [`CompactSpec`]).
+pub(crate) fn arb_compact() -> impl Strategy<Value = Action> {
+    (
+        (
+            any::<bool>(),
+            any::<usize>(),
+            0usize..6,
+            vec(any::<usize>(), 0..3),
+        ),
+        (
+            any::<bool>(),
+            arb_text(),
+            prop::bool::weighted(0.15),
+            0u8..8,
+        ),
+    )
+        .prop_map(
+            |((by_assistant, start, width, extra), (reverse, summary, empty, bookkeeping))| {
+                Action::Compact(CompactSpec {
+                    by_assistant,
+                    start,
+                    width,
+                    extra,
+                    reverse,
+                    summary,
+                    empty,
+                    bookkeeping,
+                })
+            },
+        )
+}
+
+/// Actions of a history rich in compactions: one in three compacts, the rest as
+/// [`arb_action`] draws them, so compactions nest (a range covering earlier summaries),
+/// overlap (a range covering part of a summary's neighbours) and are followed by later turns.
+pub(crate) fn arb_compacting_action() -> impl Strategy<Value = Action> {
+    prop_oneof![2 => arb_action(), 1 => arb_compact()]
+}
+
 /// One random action, weighted towards the shapes real sessions have.
 pub(crate) fn arb_action() -> impl Strategy<Value = Action> {
     prop_oneof![
@@ -306,10 +348,7 @@ pub(crate) fn arb_action() -> impl Strategy<Value = Action> {
             .prop_map(|(provider, model, context_window)| {
                 Action::Context(ContextSpec { provider, model, context_window })
             }),
-        2 => (any::<bool>(), any::<usize>(), 0usize..6, vec(any::<usize>(), 0..3), any::<bool>(), arb_text(), prop::bool::weighted(0.15))
-            .prop_map(|(by_assistant, start, width, extra, reverse, summary, empty)| {
-                Action::Compact(CompactSpec { by_assistant, start, width, extra, reverse, summary, empty })
-            }),
+        2 => arb_compact(),
         2 => (any::<usize>(), arb_text(), vec(any::<usize>(), 0..2))
             .prop_map(|(pick, text, extra)| Action::Rewrite(RewriteSpec { pick, text, extra })),
         2 => (0u8..6, "[a-z]{1,8}", arb_json())

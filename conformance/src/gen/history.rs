@@ -879,15 +879,50 @@ impl Builder {
         let i = spec.start % len;
         let j = i + spec.width % (len - i);
         let covered: Vec<u64> = self.nodes[i..=j].to_vec();
+        let (start, end) = (self.nodes[i], self.nodes[j]);
         let mut sources = covered.clone();
         sources.extend(self.earlier(&spec.extra, &covered));
+        if spec.bookkeeping & 1 != 0 {
+            // The reference's compact plugin records its summary first and cites it.
+            let summary = Value::object([
+                ("compactionId", Value::from(self.next_id("compaction"))),
+                ("summary", Value::array([text_block(&spec.summary)])),
+                (
+                    "shadowedRange",
+                    Value::object([("start", seq_value(start)), ("end", seq_value(end))]),
+                ),
+                (
+                    "shadowedSeqs",
+                    Value::array(covered.iter().map(|&n| seq_value(n))),
+                ),
+                ("shadowedTokenCount", Value::from(0u8)),
+                ("provider", Value::from("deepseek")),
+                ("model", Value::from("deepseek-chat")),
+            ]);
+            sources.push(self.push(Record::new("compaction/summary", summary)));
+        }
         if spec.reverse {
             sources.reverse();
         }
-        let record = record
-            .replace(self.nodes[i], self.nodes[j])
-            .sources(&sources);
-        self.push(record);
+        let record = record.replace(start, end).sources(&sources);
+        let seq = self.push(record);
+        if spec.bookkeeping & 2 != 0 {
+            let cited: Vec<Value> = self.nodes.iter().take(3).map(|&n| seq_value(n)).collect();
+            let title = Value::object([
+                ("title", Value::from(spec.summary.as_str())),
+                ("messageSeqs", Value::array(cited)),
+                ("source", Value::object([("kind", Value::from("fallback"))])),
+            ]);
+            self.push(Record::new("session/title", title));
+        }
+        if spec.bookkeeping & 4 != 0 {
+            let done = Value::object([
+                ("commandId", Value::from(self.next_id("command"))),
+                ("kind", Value::from("success")),
+                ("sourceEventSeq", seq_value(seq)),
+            ]);
+            self.push(Record::new("command/done", done));
+        }
     }
 
     /// The current surface nodes that are `tool/result` events.

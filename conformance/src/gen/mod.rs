@@ -27,7 +27,7 @@ use proptest::prelude::*;
 pub use history::{BuildError, History, START_TIME_MS};
 pub use invalid::{Attempt, InvalidCase, Mutation, STORED_CWD, arb_invalid_case, seed_values};
 
-use actions::arb_action;
+use actions::{arb_action, arb_compacting_action};
 use history::Builder;
 
 /// The session id of every history [`arb_history`] generates.
@@ -48,6 +48,14 @@ pub fn arb_history() -> impl Strategy<Value = History> {
 /// uses [`MAX_ACTIONS`]): long ones reach deep into a session's log.
 pub fn arb_history_of(max_actions: usize) -> impl Strategy<Value = History> {
     vec(arb_action(), 0..max_actions.max(1))
+        .prop_map(|actions| Builder::run(&actions).finish(HISTORY_ID))
+}
+
+/// Random valid histories of fewer than `max_actions` actions where one action in three is a
+/// compaction (optionally with its `compaction/summary` record, a `session/title` and a
+/// `command/done` citing it): nested and overlapping compactions with later turns.
+pub fn arb_compacted_history(max_actions: usize) -> impl Strategy<Value = History> {
+    vec(arb_compacting_action(), 0..max_actions.max(1))
         .prop_map(|actions| Builder::run(&actions).finish(HISTORY_ID))
 }
 

@@ -1,0 +1,469 @@
+//! `compactions`, `diff` and `uncompact`: reviewing a session's compactions and undoing them
+//! by branching.
+//!
+//! `compactions` and `diff` read with inspect semantics (never write). `uncompact` builds the
+//! child with `session_fork::uncompact` and publishes it the way `fork` does; the parent is
+//! never modified.
+
+use std::collections::{HashMap, HashSet};
+
+use session_core::Events;
+use session_core::json::Value;
+use session_fork::{Undo, uncompact as uncompact_session};
+use session_surface::{
+    Session, Transcript, TranscriptEntry, ViewSize, compactions_of, derive_event_message,
+    fold_surface, view_size,
+};
+
+use crate::args::{Global, Invocation};
+use crate::cmd_read::{inspect_events, prefix_at, require_store};
+use crate::cmd_write::publish_child;
+use crate::error::{Error, Result};
+use crate::json::{num, obj, opt_num, opt_str, seqs};
+use crate::output::{Out, escape_controls};
+use crate::render::{join_seqs, message_heading, message_summary};
+use crate::store::{Store, Target, resolve};
+
+/// Characters of a message shown on one line of text output.
+const SUMMARY_CHARS: usize = 100;
+
+fn schema(name: &str) -> (&'static str, Value) {
+    ("schema", Value::from(format!("sessionctl.{name}/1")))
+}
+
+/// `compactions SESSION`.
+pub(crate) struct CompactionsArgs {
+    /// The SESSION operand.
+    pub(crate) session: String,
+}
+
+/// `diff SESSION --from SEQ --to SEQ`.
+pub(crate) struct DiffArgs {
+    /// The SESSION operand.
+    pub(crate) session: String,
+    /// The earlier point (inclusive seq).
+    pub(crate) from: u64,
+    /// The later point (inclusive seq).
+    pub(crate) to: u64,
+}
+
+/// `uncompact SESSION (--compaction SEQ | --all) --id CHILD`.
+pub(crate) struct UncompactArgs {
+    /// The SESSION operand.
+    pub(crate) session: String,
+    /// The replaces to undo.
+    pub(crate) undo: Undo,
+    /// The child's id.
+    pub(crate) child: String,
+}
+
+impl CompactionsArgs {
+    /// From the hand-written parser's invocation.
+    pub(crate) fn from_invocation(inv: &Invocation) -> CompactionsArgs {
+        CompactionsArgs {
+            session: inv.operand(0).to_owned(),
+        }
+    }
+}
+
+impl DiffArgs {
+    /// From the hand-written parser's invocation (`--from` and `--to` are required).
+    pub(crate) fn from_invocation(inv: &Invocation) -> Result<DiffArgs> {
+        let required = |name: &str| {
+            inv.seq_option(name)?
+                .ok_or_else(|| Error::usage(format!("diff needs {name} SEQ")))
+        };
+        Ok(DiffArgs {
+            session: inv.operand(0).to_owned(),
+            from: required("--from")?,
+            to: required("--to")?,
+        })
+    }
+}
+
+impl UncompactArgs {
+    /// From the hand-written parser's invocation (exactly one of `--compaction` and `--all`,
+    /// and `--id`).
+    pub(crate) fn from_invocation(inv: &Invocation) -> Result<UncompactArgs> {
+        let undo = match (inv.seq_option("--compaction")?, inv.flag("--all")) {
+            (Some(seq), false) => Undo::Seqs(vec![seq]),
+            (None, true) => Undo::All,
+            _ => {
+                return Err(Error::usage(
+                    "uncompact needs exactly one of --compaction SEQ and --all",
+                ));
+            }
+        };
+        let child = inv
+            .value("--id")
+            .ok_or_else(|| Error::usage("uncompact needs --id CHILD"))?
+            .to_owned();
+        Ok(UncompactArgs {
+            session: inv.operand(0).to_owned(),
+            undo,
+            child,
+        })
+    }
+}
+
+fn open(global: &Global, operand: &str, read_only: bool) -> Result<(Target, Store)> {
+    let target = resolve(operand, global, read_only)?;
+    require_store(&target.at)?;
+    let store = Store::for_target(&target)?;
+    Ok((target, store))
+}
+
+fn not_folding(id: &str, e: &dyn std::fmt::Display) -> Error {
+    Error::failed(
+        format!("the surface of session \"{id}\" does not fold: {e}"),
+        None,
+    )
+}
+
+use session_web::view_size_json as size_json;
+
+fn size_text(size: ViewSize) -> String {
+    format!(
+        "{} message{}, {} chars (~{} tokens)",
+        size.messages,
+        if size.messages == 1 { "" } else { "s" },
+        size.chars,
+        size.approx_tokens
+    )
+}
+
+use session_web::compaction_json;
+
+/// `compactions`.
+pub(crate) fn compactions(global: &Global, args: &CompactionsArgs, out: &mut Out) -> Result<()> {
+    let (target, store) = open(global, &args.session, true)?;
+    let (_, events) = inspect_events(&store, &target)?;
+    let transcript =
+        Transcript::from_events(events.iter()).map_err(|e| not_folding(&target.id, &e))?;
+    let list = compactions_of(&transcript);
+    if global.json {
+        let doc = obj([
+            schema("compactions"),
+            ("id", Value::from(target.id.as_str())),
+            ("count", num(list.len() as u64)),
+            (
+                "compactions",
+                Value::array(list.iter().map(compaction_json)),
+            ),
+        ]);
+        out.line(&doc.to_json())?;
+    } else {
+        let s = out.style;
+        out.line(&s.bold(&format!(
+            "{} compaction{} in {}",
+            list.len(),
+            if list.len() == 1 { "" } else { "s" },
+            escape_controls(&target.id)
+        )))?;
+        for (i, c) in list.iter().enumerate() {
+            out.line("")?;
+            out.line(&format!(
+                "{} {} replaced {}..{}: {} node{} ({} original event{})",
+                s.bold(&format!("[{}]", i + 1)),
+                s.dim(&format!("seq {} · {} ·", c.seq, c.event_type)),
+                c.start,
+                c.end,
+                c.shadowed.len(),
+                if c.shadowed.len() == 1 { "" } else { "s" },
+                c.resolved.len(),
+                if c.resolved.len() == 1 { "" } else { "s" },
+            ))?;
+            out.line(&format!("    before: {}", size_text(c.before)))?;
+            out.line(&format!("    after:  {}", size_text(c.after)))?;
+            if let Some(m) = &c.message {
+                out.line(&format!(
+                    "    {}: {}",
+                    s.cyan(&message_heading(m)),
+                    message_summary(m, SUMMARY_CHARS)
+                ))?;
+            }
+            match c.covered_by {
+                Some(by) => out.line(&s.yellow(&format!("    covered by seq {by}")))?,
+                None => out.line("    in the current view")?,
+            }
+        }
+    }
+    store.close()
+}
+
+/// The surface nodes after `events`.
+fn nodes_at(events: &Events, id: &str) -> Result<Vec<u64>> {
+    Ok(fold_surface(events.iter())
+        .map_err(|e| not_folding(id, &e))?
+        .nodes)
+}
+
+fn message_at(events: &Events, seq: u64) -> Option<Value> {
+    events
+        .get(usize::try_from(seq).ok()?)
+        .and_then(derive_event_message)
+        .cloned()
+}
+
+fn size_of(events: &Events, nodes: &[u64]) -> ViewSize {
+    let messages: Vec<Value> = nodes
+        .iter()
+        .filter_map(|&n| message_at(events, n))
+        .collect();
+    view_size(&messages)
+}
+
+/// `diff`.
+pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()> {
+    if args.from > args.to {
+        return Err(Error::usage(format!(
+            "--from {} is after --to {}",
+            args.from, args.to
+        )));
+    }
+    let (target, store) = open(global, &args.session, true)?;
+    let (_, events) = inspect_events(&store, &target)?;
+    let to_events = prefix_at(&events, Some(args.to), &target.id)?;
+    let from_events = to_events.prefix(usize::try_from(args.from).unwrap_or(usize::MAX) + 1);
+    let from_nodes = nodes_at(&from_events, &target.id)?;
+    let to_nodes = nodes_at(&to_events, &target.id)?;
+    let from_set: HashSet<u64> = from_nodes.iter().copied().collect();
+    let to_set: HashSet<u64> = to_nodes.iter().copied().collect();
+    // Which replace took each node off the view, up to `to`.
+    let transcript =
+        Transcript::from_events(to_events.iter()).map_err(|e| not_folding(&target.id, &e))?;
+    let mut shadowed_by: HashMap<u64, u64> = HashMap::new();
+    for entry in transcript.iter() {
+        if let TranscriptEntry::Replacement {
+            event,
+            shadowed_seqs,
+            ..
+        } = entry
+        {
+            for s in shadowed_seqs.iter() {
+                shadowed_by.insert(*s, event.seq());
+            }
+        }
+    }
+    // A node that left the view stands in the `to` view as the replace that (perhaps through
+    // later replaces) covers it.
+    let stand_in = |mut seq: u64| -> Option<u64> {
+        while let Some(&by) = shadowed_by.get(&seq) {
+            if to_set.contains(&by) {
+                return Some(by);
+            }
+            seq = by;
+        }
+        None
+    };
+    let left: Vec<(u64, Option<u64>)> = from_nodes
+        .iter()
+        .filter(|n| !to_set.contains(n))
+        .map(|&n| (n, stand_in(n)))
+        .collect();
+    let mut replaces: HashMap<u64, Vec<u64>> = HashMap::new();
+    for (n, by) in &left {
+        if let Some(by) = by {
+            replaces.entry(*by).or_default().push(*n);
+        }
+    }
+    let entered: Vec<u64> = to_nodes
+        .iter()
+        .copied()
+        .filter(|n| !from_set.contains(n))
+        .collect();
+    let before = size_of(&events, &from_nodes);
+    let after = size_of(&events, &to_nodes);
+    if global.json {
+        let doc = obj([
+            schema("diff"),
+            ("id", Value::from(target.id.as_str())),
+            ("from", num(args.from)),
+            ("to", num(args.to)),
+            ("before", size_json(before)),
+            ("after", size_json(after)),
+            (
+                "left",
+                Value::array(left.iter().map(|&(n, by)| {
+                    obj([
+                        ("seq", num(n)),
+                        ("message", message_at(&events, n).unwrap_or(Value::Null)),
+                        ("replacedBy", opt_num(by)),
+                    ])
+                })),
+            ),
+            (
+                "entered",
+                Value::array(entered.iter().map(|&n| {
+                    obj([
+                        ("seq", num(n)),
+                        ("message", message_at(&events, n).unwrap_or(Value::Null)),
+                        (
+                            "replaces",
+                            seqs(replaces.get(&n).map_or(&[][..], Vec::as_slice)),
+                        ),
+                    ])
+                })),
+            ),
+        ]);
+        out.line(&doc.to_json())?;
+    } else {
+        let s = out.style;
+        out.line(&s.bold(&format!(
+            "{}: seq {} -> seq {}",
+            escape_controls(&target.id),
+            args.from,
+            args.to
+        )))?;
+        out.line(&format!("  before: {}", size_text(before)))?;
+        out.line(&format!("  after:  {}", size_text(after)))?;
+        out.line("")?;
+        out.line(&s.bold(&format!("{} left the view", left.len())))?;
+        for &(n, by) in &left {
+            let what = message_at(&events, n)
+                .map(|m| {
+                    format!(
+                        "{}: {}",
+                        message_heading(&m),
+                        message_summary(&m, SUMMARY_CHARS)
+                    )
+                })
+                .unwrap_or_else(|| "(no message)".into());
+            let by = by
+                .map(|b| format!(" (replaced by seq {b})"))
+                .unwrap_or_default();
+            out.line(&s.red(&format!("  - seq {n} {what}{by}")))?;
+        }
+        out.line("")?;
+        out.line(&s.bold(&format!("{} entered the view", entered.len())))?;
+        for &n in &entered {
+            let what = message_at(&events, n)
+                .map(|m| {
+                    format!(
+                        "{}: {}",
+                        message_heading(&m),
+                        message_summary(&m, SUMMARY_CHARS)
+                    )
+                })
+                .unwrap_or_else(|| "(no message)".into());
+            let stands = replaces
+                .get(&n)
+                .map(|r| format!(" (in place of seqs {})", join_seqs(r)))
+                .unwrap_or_default();
+            out.line(&s.green(&format!("  + seq {n} {what}{stands}")))?;
+        }
+    }
+    store.close()
+}
+
+/// `uncompact`.
+pub(crate) fn uncompact(global: &Global, args: &UncompactArgs, out: &mut Out) -> Result<()> {
+    if args.child.is_empty() {
+        return Err(Error::usage("--id must not be empty"));
+    }
+    let (target, store) = open(global, &args.session, false)?;
+    let (meta, events) = inspect_events(&store, &target)?;
+    if args.child == target.id || store.lookup(&args.child)?.is_some() {
+        return Err(Error::Fork {
+            error: session_fork::ForkError::already_exists(&args.child),
+            hint: Some("choose another --id".into()),
+        });
+    }
+    let clock = store.sessions.clock().clone();
+    let parent = Session::from_restore_events(
+        target.id.as_str(),
+        events.clone(),
+        &meta.to_value(),
+        clock.clone(),
+    )
+    .map_err(|e| {
+        Error::failed(
+            format!("session \"{}\" does not load: {e}", target.id),
+            None,
+        )
+    })?;
+    let parent_messages = parent.derive_messages().len();
+    let child = uncompact_session(&parent, &args.undo, &args.child, clock).map_err(|e| {
+        let hint = match &e {
+            session_fork::Error::Uncompact(_) => {
+                Some("`sessionctl compactions` lists the seqs of the replaces".into())
+            }
+            _ => None,
+        };
+        Error::failed(e.to_string(), hint)
+    })?;
+    drop(parent);
+    let undone: Vec<u64> = match &args.undo {
+        Undo::Seqs(s) => {
+            let mut s = s.clone();
+            s.sort_unstable();
+            s.dedup();
+            s
+        }
+        Undo::All => {
+            let mut all: Vec<u64> = child
+                .events()
+                .iter()
+                .rev()
+                .find(|e| e.event_type() == session_fork::PROVENANCE_TYPE)
+                .and_then(|e| {
+                    e.data()
+                        .get("undone")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                })
+                .unwrap_or_default();
+            all.sort_unstable();
+            all
+        }
+    };
+    let child_messages = child.derive_messages().len();
+    let seed_length = child.header().seed_length.unwrap_or(0);
+    let (shared, path) = publish_child(&store, child)?;
+    let header = shared.header();
+    let child_events = shared.seq();
+    if global.json {
+        let doc = obj([
+            schema("uncompact"),
+            ("parent", Value::from(target.id.as_str())),
+            ("undone", seqs(&undone)),
+            (
+                "child",
+                obj([
+                    ("id", Value::from(args.child.as_str())),
+                    (
+                        "file",
+                        opt_str(path.as_ref().map(|p| p.display().to_string())),
+                    ),
+                    ("seedLength", num(seed_length)),
+                    ("events", num(child_events)),
+                    ("header", header.to_value()),
+                ]),
+            ),
+            (
+                "messages",
+                obj([
+                    ("parent", num(parent_messages as u64)),
+                    ("child", num(child_messages as u64)),
+                ]),
+            ),
+        ]);
+        out.line(&doc.to_json())?;
+    } else {
+        let s = out.style;
+        out.line(&s.green(&format!(
+            "undid compaction{} {} of {} into {}",
+            if undone.len() == 1 { "" } else { "s" },
+            join_seqs(&undone),
+            target.id,
+            args.child
+        )))?;
+        out.line(&format!(
+            "  the model reads {child_messages} messages (the parent: {parent_messages}); {child_events} events, inherits {seed_length}"
+        ))?;
+        if let Some(p) = &path {
+            out.line(&format!("  file {}", p.display()))?;
+        }
+    }
+    store.close()
+}
