@@ -43,6 +43,8 @@ struct Inner {
     token: Option<String>,
     loopback_only: bool,
     views: Mutex<Vec<(String, SharedView)>>,
+    /// Held while a session is read, so concurrent first requests read it once.
+    loading: tokio::sync::Mutex<()>,
     list: Mutex<Option<Value>>,
     csp_reports: AtomicU64,
 }
@@ -65,6 +67,7 @@ impl WebState {
                 token,
                 loopback_only,
                 views: Mutex::new(Vec::new()),
+                loading: tokio::sync::Mutex::new(()),
                 list: Mutex::new(None),
                 csp_reports: AtomicU64::new(0),
             }),
@@ -78,11 +81,16 @@ impl WebState {
 
     /// The view of session `id`, read (inspect semantics) on first use and kept.
     pub async fn view(&self, id: &str, refresh: bool) -> Result<SharedView> {
-        if !refresh {
+        let cached = || {
             let views = self.inner.views.lock().expect("view cache lock");
-            if let Some((_, v)) = views.iter().find(|(k, _)| k == id) {
-                return Ok(v.clone());
-            }
+            views.iter().find(|(k, _)| k == id).map(|(_, v)| v.clone())
+        };
+        if !refresh && let Some(v) = cached() {
+            return Ok(v);
+        }
+        let _loading = self.inner.loading.lock().await;
+        if !refresh && let Some(v) = cached() {
+            return Ok(v);
         }
         let p = &self.inner.persistence;
         let detailed = p
@@ -389,4 +397,33 @@ async fn csp_report(State(s): State<WebState>, body: Bytes) -> Response {
 
 async fn csp_count(State(s): State<WebState>) -> Response {
     json(&obj([("reports", num(s.csp_reports()))]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback_host;
+
+    #[test]
+    fn only_loopback_host_names_pass() {
+        for ok in [
+            "127.0.0.1:7878",
+            "localhost:1",
+            "localhost",
+            "[::1]:80",
+            "127.9.9.9",
+        ] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "attacker.example",
+            "attacker.example:7878",
+            "10.0.0.1:80",
+            "[::2]:80",
+            "localhost.attacker.example",
+            "127.0.0.1.nip.io:80",
+            "",
+        ] {
+            assert!(!loopback_host(bad), "{bad}");
+        }
+    }
 }

@@ -220,7 +220,9 @@ pub fn timeline(events: &Events) -> Vec<Row> {
     let close = |rows: &mut Vec<Row>, i: usize, seq: u64| {
         let start_time = time_of(rows[i].start);
         rows[i].end = Some(seq);
-        rows[i].duration_ms = start_time.zip(time_of(seq)).map(|(a, b)| b - a);
+        rows[i].duration_ms = start_time
+            .zip(time_of(seq))
+            .map(|(a, b)| b.saturating_sub(a));
     };
     for e in events.iter() {
         let seq = e.seq();
@@ -287,7 +289,7 @@ pub fn timeline(events: &Events) -> Vec<Row> {
                     kind: RowKind::Model,
                     start: request,
                     end: Some(seq),
-                    duration_ms: time_of(request).map(|t| e.time() - t),
+                    duration_ms: time_of(request).map(|t| e.time().saturating_sub(t)),
                     label: model.to_owned(),
                     usage,
                     flag: None,
@@ -614,3 +616,84 @@ fn closer_explanation(c: &Closer) -> Option<String> {
 
 /// Shared, immutable views handed to the handlers.
 pub(crate) type SharedView = Arc<SessionView>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ty: &str, seq: u64, time: i64, data: &str) -> Event {
+        Event::appended(ty, seq, time, Value::parse(data).expect("json"), None, None)
+    }
+
+    #[test]
+    fn timeline_rows_nest_turns_steps_and_calls_with_durations() {
+        let events = Events::from_vec(vec![
+            ev("turn/start", 0, 100, r#"{"turn":1}"#),
+            ev("step/start", 1, 110, r#"{"turn":1,"step":1}"#),
+            ev(
+                "assistant/chunk",
+                2,
+                130,
+                r#"{"chunk":{"type":"text-delta","delta":"x"}}"#,
+            ),
+            ev(
+                "assistant/message",
+                3,
+                170,
+                r#"{"message":{"source":{"model":"m1"}},"usage":{"inputTokens":5}}"#,
+            ),
+            ev("tool/call", 4, 200, r#"{"callId":"c1","name":"bash"}"#),
+            ev(
+                "tool/result",
+                5,
+                260,
+                r#"{"message":{"source":{"callId":"c1"}},"error":{"code":"TOOL_OUTCOME_UNKNOWN"}}"#,
+            ),
+            ev("step/end", 6, 270, r#"{}"#),
+            ev("turn/end", 7, 300, r#"{"reason":{"kind":"interrupted"}}"#),
+            ev("turn/start", 8, 400, r#"{"turn":2}"#),
+        ]);
+        let rows = timeline(&events);
+        let kinds: Vec<RowKind> = rows.iter().map(|r| r.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                RowKind::Turn,
+                RowKind::Step,
+                RowKind::Model,
+                RowKind::Tool,
+                RowKind::Turn
+            ]
+        );
+        assert_eq!((rows[0].end, rows[0].duration_ms), (Some(7), Some(200)));
+        assert_eq!(rows[0].flag.as_deref(), Some("interrupted"));
+        assert_eq!((rows[1].end, rows[1].duration_ms), (Some(6), Some(160)));
+        // The model call is as of the event before its first chunk.
+        assert_eq!(
+            (rows[2].start, rows[2].end, rows[2].duration_ms),
+            (1, Some(3), Some(60))
+        );
+        assert_eq!(rows[2].label, "m1");
+        assert_eq!(
+            rows[2].usage.as_ref().map(Value::to_json).as_deref(),
+            Some(r#"{"inputTokens":5}"#)
+        );
+        assert_eq!((rows[3].end, rows[3].duration_ms), (Some(5), Some(60)));
+        assert_eq!(rows[3].flag.as_deref(), Some("TOOL_OUTCOME_UNKNOWN"));
+        assert_eq!((rows[4].end, rows[4].duration_ms), (None, None));
+    }
+
+    #[test]
+    fn hostile_shapes_make_rows_without_panicking() {
+        let events = Events::from_vec(vec![
+            ev("turn/end", 0, 5, r#"{"reason":7}"#),
+            ev("step/end", 1, -5, r#"[]"#),
+            ev("tool/result", 2, i64::MIN / 2, r#"{"message":"x"}"#),
+            ev("assistant/message", 3, 0, r#"null"#),
+            ev("tool/call", 4, 0, r#"{"callId":5}"#),
+        ]);
+        let rows = timeline(&events);
+        assert_eq!(rows.len(), 3);
+        assert!(closer_code(&events.to_vec()[0]).is_none());
+    }
+}
