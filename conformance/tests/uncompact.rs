@@ -24,7 +24,7 @@ use conformance::invariants::{
 use proptest::prelude::*;
 use session_core::json::Value;
 use session_core::{Event, Events, FixedClock, SharedClock, SurfaceOp};
-use session_fork::{Undo, uncompact};
+use session_fork::{Undo, uncompact, uncompact_events};
 use session_persist::Compression;
 use session_surface::{Session, derive_event_message, message_chars};
 
@@ -89,7 +89,7 @@ fn model_fold(events: &Events, skip: &[u64]) -> (Vec<u64>, Vec<ModelReplace>) {
                     continue;
                 }
                 let before = size(events, &nodes);
-                for r in replaces.iter_mut() {
+                for r in &mut replaces {
                     if shadowed.contains(&r.seq) {
                         r.covered_by = Some(e.seq());
                     }
@@ -207,6 +207,10 @@ proptest! {
             prop_assert_eq!(child.surface_nodes().to_vec(), nodes.clone(), "nodes, undoing {}", c.seq);
             prop_assert_eq!(child.derive_messages().to_vec(), messages_of(&events, &nodes));
             child_holds(&parent, &child, &[c.seq])?;
+            // The stored-log path builds the same child.
+            let stored = uncompact_events(parent.id(), None, &events, &Undo::Seqs(vec![c.seq]), "child", clock())
+                .map_err(|e| fail("uncompact_events", &e))?;
+            prop_assert_eq!(stored.events(), child.events());
             // Every parent event after the undone replace is carried at its own seq.
             for e in events.iter().skip(c.seq as usize + 1) {
                 let carried = child.events().get(e.seq() as usize).cloned().unwrap();

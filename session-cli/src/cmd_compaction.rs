@@ -9,10 +9,10 @@ use std::collections::{HashMap, HashSet};
 
 use session_core::Events;
 use session_core::json::Value;
-use session_fork::{Undo, uncompact as uncompact_session};
+use session_fork::{Undo, uncompact_events};
 use session_surface::{
-    Session, Transcript, TranscriptEntry, ViewSize, compactions_of, derive_event_message,
-    fold_surface, view_size,
+    Transcript, TranscriptEntry, ViewSize, compactions_of, derive_event_message, fold_surface,
+    view_size,
 };
 
 use crate::args::{Global, Invocation};
@@ -21,6 +21,7 @@ use crate::cmd_write::publish_child;
 use crate::error::{Error, Result};
 use crate::json::{num, obj, opt_num, opt_str, seqs};
 use crate::output::{Out, escape_controls};
+use crate::progress::with_spinner;
 use crate::render::{join_seqs, message_heading, message_summary};
 use crate::store::{Store, Target, resolve};
 
@@ -137,10 +138,15 @@ use session_web::compaction_json;
 /// `compactions`.
 pub(crate) fn compactions(global: &Global, args: &CompactionsArgs, out: &mut Out) -> Result<()> {
     let (target, store) = open(global, &args.session, true)?;
-    let (_, events) = inspect_events(&store, &target)?;
-    let transcript =
-        Transcript::from_events(events.iter()).map_err(|e| not_folding(&target.id, &e))?;
-    let list = compactions_of(&transcript);
+    // The inspection built the session: its transcript holds every replacement, so the
+    // history needs no second fold of the log.
+    let id = target.id.clone();
+    let detailed = with_spinner(format!("reading {id}"), || {
+        store.block_on(store.persistence.inspect_detailed(&id, None))
+    })
+    .map_err(|e| store.err(e, target.file.as_deref()))?;
+    let list = compactions_of(&detailed.transcript);
+    drop(detailed);
     if global.json {
         let doc = obj([
             schema("compactions"),
@@ -211,6 +217,20 @@ fn size_of(events: &Events, nodes: &[u64]) -> ViewSize {
         .filter_map(|&n| message_at(events, n))
         .collect();
     view_size(&messages)
+}
+
+/// A message's heading and first characters, or `(no message)`.
+fn one_line(message: Option<&Value>) -> String {
+    message.map_or_else(
+        || "(no message)".into(),
+        |m| {
+            format!(
+                "{}: {}",
+                message_heading(m),
+                message_summary(m, SUMMARY_CHARS)
+            )
+        },
+    )
 }
 
 /// `diff`.
@@ -320,15 +340,7 @@ pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()
         out.line("")?;
         out.line(&s.bold(&format!("{} left the view", left.len())))?;
         for &(n, by) in &left {
-            let what = message_at(&events, n)
-                .map(|m| {
-                    format!(
-                        "{}: {}",
-                        message_heading(&m),
-                        message_summary(&m, SUMMARY_CHARS)
-                    )
-                })
-                .unwrap_or_else(|| "(no message)".into());
+            let what = one_line(message_at(&events, n).as_ref());
             let by = by
                 .map(|b| format!(" (replaced by seq {b})"))
                 .unwrap_or_default();
@@ -337,15 +349,7 @@ pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()
         out.line("")?;
         out.line(&s.bold(&format!("{} entered the view", entered.len())))?;
         for &n in &entered {
-            let what = message_at(&events, n)
-                .map(|m| {
-                    format!(
-                        "{}: {}",
-                        message_heading(&m),
-                        message_summary(&m, SUMMARY_CHARS)
-                    )
-                })
-                .unwrap_or_else(|| "(no message)".into());
+            let what = one_line(message_at(&events, n).as_ref());
             let stands = replaces
                 .get(&n)
                 .map(|r| format!(" (in place of seqs {})", join_seqs(r)))
@@ -370,20 +374,19 @@ pub(crate) fn uncompact(global: &Global, args: &UncompactArgs, out: &mut Out) ->
         });
     }
     let clock = store.sessions.clock().clone();
-    let parent = Session::from_restore_events(
-        target.id.as_str(),
-        events.clone(),
-        &meta.to_value(),
-        clock.clone(),
+    let parent_messages = nodes_at(&events, &target.id)?
+        .iter()
+        .filter(|&&n| message_at(&events, n).is_some())
+        .count();
+    let child = uncompact_events(
+        &target.id,
+        meta.cwd.as_deref(),
+        &events,
+        &args.undo,
+        &args.child,
+        clock,
     )
     .map_err(|e| {
-        Error::failed(
-            format!("session \"{}\" does not load: {e}", target.id),
-            None,
-        )
-    })?;
-    let parent_messages = parent.derive_messages().len();
-    let child = uncompact_session(&parent, &args.undo, &args.child, clock).map_err(|e| {
         let hint = match &e {
             session_fork::Error::Uncompact(_) => {
                 Some("`sessionctl compactions` lists the seqs of the replaces".into())
@@ -392,7 +395,6 @@ pub(crate) fn uncompact(global: &Global, args: &UncompactArgs, out: &mut Out) ->
         };
         Error::failed(e.to_string(), hint)
     })?;
-    drop(parent);
     let undone: Vec<u64> = match &args.undo {
         Undo::Seqs(s) => {
             let mut s = s.clone();

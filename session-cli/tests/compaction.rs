@@ -8,6 +8,8 @@
 //! give every original message of the transcript. Every child passes `verify --strict`, the
 //! read-only commands write nothing, and the parent's file is never modified.
 
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
+
 mod common;
 
 use std::io::Write;

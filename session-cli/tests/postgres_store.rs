@@ -10,107 +10,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::path::PathBuf;
 
+use common::stores::{Schema, event_lines, header_id};
 use common::{Temp, corpus, run};
 use serde_json::Value;
-use session_core::json::Value as JsonValue;
-use session_persist_postgres::tokio_postgres::{self, NoTls};
-use session_persist_sqlite::codec::{Decoded, decode_storage_record};
-
-const DEFAULT_CLI_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-fn server_url() -> String {
-    std::env::var("SESSION_PG_CLI_URL").unwrap_or_else(|_| DEFAULT_CLI_URL.to_owned())
-}
-
-/// Runs one SQL statement batch on the server; `Err` when it cannot be reached.
-fn execute(sql: &str) -> Result<(), String> {
-    let url = server_url();
-    let sql = sql.to_owned();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| format!("{e}"))?;
-        let (client, connection) =
-            tokio::time::timeout(Duration::from_secs(3), config.connect(NoTls))
-                .await
-                .map_err(|_| "connect timed out".to_owned())?
-                .map_err(|e| format!("{e}"))?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        client.batch_execute(&sql).await.map_err(|e| format!("{e}"))
-    })
-}
-
-/// A schema of its own on the server, dropped when the value is.
-struct Schema(String);
-
-impl Schema {
-    /// `None` (after the loud skip line) when the server is not reachable.
-    fn create(test: &str) -> Option<Schema> {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "sessionctl_{}_{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        match execute(&format!("CREATE SCHEMA {name}")) {
-            Ok(()) => Some(Schema(name)),
-            Err(cause) => {
-                let line = format!("SKIPPED: PostgreSQL not reachable ({cause}) [{test}]");
-                assert!(
-                    std::env::var("SESSION_PG_REQUIRED").ok().as_deref() != Some("1"),
-                    "SESSION_PG_REQUIRED=1 but {line}"
-                );
-                // Written to the process's stderr directly: the test harness captures
-                // `eprintln!`.
-                let _ =
-                    std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\n{line}\n"));
-                None
-            }
-        }
-    }
-
-    /// The store spec for this schema.
-    fn store(&self) -> String {
-        let url = server_url();
-        let sep = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{sep}options=-csearch_path%3D{}", self.0)
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let _ = execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.0));
-    }
-}
-
-fn header_id(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap();
-    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-    header["id"].as_str().unwrap().to_owned()
-}
-
-/// The events of a plain JSONL log as JSON lines, packed chunk rows expanded.
-fn event_lines(log: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(log).unwrap();
-    let mut out = Vec::new();
-    for line in text.lines().skip(1).filter(|l| !l.is_empty()) {
-        match decode_storage_record(&JsonValue::parse(line).unwrap()).unwrap() {
-            Decoded::Expanded(events) => {
-                out.extend(events.iter().map(session_core::Event::to_json));
-            }
-            Decoded::Passthrough(v) => out.push(v.to_json()),
-        }
-    }
-    out
-}
 
 fn without_storage(mut doc: Value) -> Value {
     if let Some(o) = doc.as_object_mut() {

@@ -8,11 +8,10 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use common::stores::{event_lines, header_id};
 use common::{Run, Temp, corpus, corpus_index, parallel, run, run_in};
 use serde_json::Value;
-use session_core::json::Value as JsonValue;
 use session_persist::Backend;
-use session_persist_sqlite::codec::{Decoded, decode_storage_record};
 use session_persist_sqlite::{SqliteBackend, SqliteConfig};
 
 /// Every corpus log (plain JSONL).
@@ -25,29 +24,6 @@ fn corpus_logs() -> Vec<PathBuf> {
         .into_iter()
         .map(|dir| dir.join("session.jsonl"))
         .collect()
-}
-
-/// The session id in a log's header line.
-fn header_id(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap();
-    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-    header["id"].as_str().unwrap().to_owned()
-}
-
-/// The events of a plain JSONL log as JSON lines, packed chunk rows expanded.
-fn event_lines(log: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(log).unwrap();
-    let mut out = Vec::new();
-    for line in text.lines().skip(1).filter(|l| !l.is_empty()) {
-        let value = JsonValue::parse(line).unwrap();
-        match decode_storage_record(&value).unwrap() {
-            Decoded::Expanded(events) => {
-                out.extend(events.iter().map(session_core::Event::to_json));
-            }
-            Decoded::Passthrough(v) => out.push(v.to_json()),
-        }
-    }
-    out
 }
 
 /// The events a `SQLite` database holds for `id`, as JSON lines.

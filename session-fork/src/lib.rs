@@ -57,7 +57,9 @@ use session_surface::Session;
 
 mod uncompact;
 
-pub use uncompact::{PROVENANCE_TYPE, UNDONE_TYPE, UncompactError, Undo, uncompact};
+pub use uncompact::{
+    PROVENANCE_TYPE, UNDONE_TYPE, UncompactError, Undo, uncompact, uncompact_events,
+};
 
 /// What kind of fork failure a [`ForkError`] is (`SessionForkError.code`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -22,6 +22,9 @@
 //! - The child ends with an ignorable `uncompact/provenance` record:
 //!   `{"parentSession", "parentEvents", "undone": [seq, …]}`.
 //!
+//! Carried events are validated as seed entries ([`Session::append_carried`]) and shared with
+//! the parent when nothing in them changes, so a compact chunk member stays compact.
+//!
 //! Every record is in the reference's vocabulary (the two record types are unknown to it and
 //! marked `ignorable`), so the reference loads the child.
 //!
@@ -35,10 +38,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
+use session_core::event::EventParts;
 use session_core::event::{SurfaceOp, seq_value};
 use session_core::json::Value;
-use session_core::{Clock, Event, SharedClock};
-use session_surface::{Compaction, Draft, Session};
+use session_core::{Clock, Event, Events, SharedClock};
+use session_surface::{Compaction, Draft, Session, Transcript, compactions_of};
 
 use crate::{Error, Result, child_header};
 
@@ -123,15 +127,88 @@ impl CarryClock {
 
 /// Builds child `child_id` of `parent` with the replaces `undo` names undone (see the module
 /// docs for the child's exact shape and seq mapping). Cost: one pass over the parent's
-/// transcript, plus one validated append per parent event after the first undone replace.
+/// transcript, plus one seed-entry validation per parent event after the first undone
+/// replace (the events themselves are shared unless a reference in them changes).
+///
+/// ```
+/// use std::sync::Arc;
+/// use session_core::{FixedClock, SharedClock, json::Value};
+/// use session_fork::{Undo, uncompact};
+/// use session_surface::{Draft, Session};
+///
+/// let clock: SharedClock = Arc::new(FixedClock::new(1_000));
+/// let mut parent = Session::create("parent", None, None, clock.clone())?;
+/// let user = |id: &str, text: &str| {
+///     Value::parse(&format!(
+///         r#"{{"id":"{id}","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}}"#
+///     ))
+/// };
+/// parent.append(Draft::new("user/message", user("m1", "first")?).append_op())?;
+/// parent.append(Draft::new("user/message", user("m2", "second")?).append_op())?;
+/// // seq 2 compacts seqs 0..=1 into a summary.
+/// parent.append(Draft::new("user/message", user("m3", "summary")?).replace_op(0, 1).sources(&[0, 1]))?;
+/// assert_eq!(parent.derive_messages().len(), 1);
+/// assert_eq!(parent.compactions()[0].shadowed, vec![0, 1]);
+///
+/// let child = uncompact(&parent, &Undo::Seqs(vec![2]), "child", clock)?;
+/// assert_eq!(child.derive_messages().len(), 2); // the originals are back
+/// assert_eq!(child.header().parent_session.as_deref(), Some("parent"));
+/// assert_eq!(child.header().seed_length, Some(2));
+/// assert_eq!(parent.derive_messages().len(), 1); // the parent is unchanged
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn uncompact(
     parent: &Session,
     undo: &Undo,
     child_id: &str,
     clock: SharedClock,
 ) -> Result<Session> {
-    let parent_id: &str = parent.id();
     let compactions = parent.compactions();
+    build(
+        parent.id(),
+        parent.header().cwd.as_deref(),
+        &parent.events(),
+        &compactions,
+        undo,
+        child_id,
+        clock,
+    )
+}
+
+/// [`uncompact`] for a parent that is not loaded as a [`Session`], e.g. a stored log: session
+/// `parent_id` (working directory `parent_cwd`) whose log is exactly `events` (no end-seed
+/// marker is added to it, as loading would).
+pub fn uncompact_events(
+    parent_id: &str,
+    parent_cwd: Option<&str>,
+    events: &Events,
+    undo: &Undo,
+    child_id: &str,
+    clock: SharedClock,
+) -> Result<Session> {
+    let transcript = Transcript::from_events(events.iter())
+        .map_err(|e| Error::Session(session_surface::Error::from(e)))?;
+    let compactions = compactions_of(&transcript);
+    build(
+        parent_id,
+        parent_cwd,
+        events,
+        &compactions,
+        undo,
+        child_id,
+        clock,
+    )
+}
+
+fn build(
+    parent_id: &str,
+    parent_cwd: Option<&str>,
+    events: &Events,
+    compactions: &[Compaction],
+    undo: &Undo,
+    child_id: &str,
+    clock: SharedClock,
+) -> Result<Session> {
     let undone: BTreeSet<u64> = match undo {
         Undo::All => compactions.iter().map(|c| c.seq).collect(),
         Undo::Seqs(seqs) => {
@@ -151,16 +228,9 @@ pub fn uncompact(
             session: parent_id.to_owned(),
         }));
     };
-    let expansion = expansions(&compactions, &undone);
-    let events = parent.events();
+    let expansion = expansions(compactions, &undone);
     let seed_length = usize::try_from(first).unwrap_or(usize::MAX);
-    let header = child_header(
-        child_id,
-        clock.now_ms(),
-        parent.header().cwd.as_deref(),
-        parent_id,
-        seed_length,
-    );
+    let header = child_header(child_id, clock.now_ms(), parent_cwd, parent_id, seed_length);
     let carry = Arc::new(CarryClock {
         inner: clock,
         at: AtomicI64::new(0),
@@ -193,7 +263,10 @@ pub fn uncompact(
                 }
                 continue;
             }
-            child.append(carried(event, &expansion))?;
+            match carried(event, &expansion) {
+                Some(rewritten) => child.append_carried(&rewritten)?,
+                None => child.append_carried(event)?,
+            };
         }
         carry.release();
         let provenance = Value::object([
@@ -225,27 +298,38 @@ fn expansions(compactions: &[Compaction], undone: &BTreeSet<u64>) -> HashMap<u64
     expansion
 }
 
-/// The draft that carries `event` into the child, with references to undone replaces
-/// expanded.
-fn carried(event: &Event, expansion: &HashMap<u64, Vec<u64>>) -> Draft {
+/// `event` with its references to undone replaces expanded, or `None` when it names none
+/// (it is then carried as it is, shared).
+fn carried(event: &Event, expansion: &HashMap<u64, Vec<u64>>) -> Option<Event> {
     let rewrite = Rewrite(expansion);
-    let data = rewrite.payload(event.event_type(), event.data());
-    let mut draft = Draft::new(event.event_type_arc().clone(), data);
-    if let Some(op) = event.surface_op_value() {
-        draft = match event.surface_op() {
-            Some(SurfaceOp::Replace { start, end }) => {
-                draft.replace_op(rewrite.first(start), rewrite.last(end))
-            }
-            _ => draft.surface_op_value(op.clone()),
-        };
+    let mut parts: Option<EventParts> = None;
+    // Only these payloads name seqs the child rewrites; reading any other payload could build
+    // a compact member's data for nothing.
+    if matches!(
+        event.event_type(),
+        "session/title" | "compaction/summary" | "compaction/prune" | "command/done"
+    ) {
+        let data = rewrite.payload(event.event_type(), event.data());
+        if !data.ptr_eq(event.data()) {
+            parts.get_or_insert_with(|| event.to_parts()).data = data;
+        }
+    }
+    if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
+        let (s, e) = (rewrite.first(start), rewrite.last(end));
+        if (s, e) != (start, end) {
+            parts.get_or_insert_with(|| event.to_parts()).surface_op =
+                Some(SurfaceOp::Replace { start: s, end: e }.to_value());
+        }
     }
     if let Some(sources) = event.source_event_seqs_value() {
-        draft = draft.sources_value(rewrite.seq_array(sources));
+        let rewritten = rewrite.seq_array(sources);
+        if !rewritten.ptr_eq(sources) {
+            parts
+                .get_or_insert_with(|| event.to_parts())
+                .source_event_seqs = Some(rewritten);
+        }
     }
-    if event.ignorable() {
-        draft = draft.ignorable();
-    }
-    draft
+    parts.map(|p| Event::from_parts(p, event.key_order()))
 }
 
 struct Rewrite<'a>(&'a HashMap<u64, Vec<u64>>);
@@ -309,15 +393,15 @@ impl Rewrite<'_> {
             return value.clone();
         };
         let mut out = o.clone();
-        if let Some(s) = o.get("start").and_then(Value::as_u64) {
-            if self.0.contains_key(&s) {
-                out = out.with("start", seq_value(self.first(s)));
-            }
+        if let Some(s) = o.get("start").and_then(Value::as_u64)
+            && self.0.contains_key(&s)
+        {
+            out = out.with("start", seq_value(self.first(s)));
         }
-        if let Some(e) = o.get("end").and_then(Value::as_u64) {
-            if self.0.contains_key(&e) {
-                out = out.with("end", seq_value(self.last(e)));
-            }
+        if let Some(e) = o.get("end").and_then(Value::as_u64)
+            && self.0.contains_key(&e)
+        {
+            out = out.with("end", seq_value(self.last(e)));
         }
         Value::Object(out)
     }
@@ -350,10 +434,10 @@ impl Rewrite<'_> {
                 }
             }
             "command/done" => {
-                if let Some(s) = o.get("sourceEventSeq").and_then(Value::as_u64) {
-                    if self.0.contains_key(&s) {
-                        set(&mut out, "sourceEventSeq", seq_value(self.first(s)));
-                    }
+                if let Some(s) = o.get("sourceEventSeq").and_then(Value::as_u64)
+                    && self.0.contains_key(&s)
+                {
+                    set(&mut out, "sourceEventSeq", seq_value(self.first(s)));
                 }
             }
             _ => {}

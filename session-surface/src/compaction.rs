@@ -126,11 +126,9 @@ pub fn compactions_of(transcript: &Transcript) -> Vec<Compaction> {
                 let before = ViewSize::new(messages, chars);
                 let mut resolved = Vec::with_capacity(shadowed_seqs.len());
                 for s in shadowed_seqs.iter() {
-                    if let Some((has, c)) = live.remove(s) {
-                        if has {
-                            messages -= 1;
-                            chars -= c;
-                        }
+                    if let Some((true, c)) = live.remove(s) {
+                        messages -= 1;
+                        chars -= c;
                     }
                     match resolved_of.get(s) {
                         Some(inner) => resolved.extend_from_slice(inner),

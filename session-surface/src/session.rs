@@ -818,6 +818,20 @@ impl Session {
         Ok(self.commit(candidate))
     }
 
+    /// Appends an event built elsewhere, at this session's next seq: an event of another log
+    /// carried over unchanged or with its references rewritten, as `session_fork::uncompact`
+    /// carries a parent's later events. It is validated as a snapshot-mode seed entry
+    /// (message and request-header shapes, contiguity, the surface rules; numbers respelled as
+    /// JavaScript would, see [`Session::create_from_events`]), keeps its `time` and envelope
+    /// key order, and is shared rather than copied (a compact chunk member stays compact).
+    /// Returns the committed event.
+    pub fn append_carried(&mut self, event: &Event) -> Result<Event> {
+        let event = event.snapshot_for_seed();
+        let index = usize::try_from(self.log.next_seq()).unwrap_or(usize::MAX);
+        self.accept_seed_event(index, event.clone())?;
+        Ok(event)
+    }
+
     /// [`Session::append`] for a draft that was checked once by [`PreparedDraft::new`]: the
     /// session-dependent checks and the commit, without walking the draft's JSON again.
     /// Returns the committed event.

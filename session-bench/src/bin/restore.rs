@@ -1,12 +1,19 @@
 //! `restore`: times a full restore of a stored session and reports peak RSS.
 //!
-//! Usage: `restore <ROOT> <SESSION-ID> [zstd|none] [full|load|inspect]`
+//! Usage: `restore <ROOT> <SESSION-ID> [zstd|none] [full|load|inspect|compactions|uncompact]`
 //!
 //! - `load`: `Backend::load_stored` alone.
 //! - `full` (the default): `load_stored`, the crash closers, then the restore-mode session
 //!   construction the persistence coordinator performs (header validation, every seed check,
 //!   surface fold, message derivation and the request folds).
 //! - `inspect`: the whole service path, `Persistence::inspect` on a fresh store.
+//! - `compactions`: `Persistence::inspect_detailed` (what `sessionctl inspect` and
+//!   `sessionctl compactions` read with), then the compaction history from the inspection's
+//!   transcript (`compactions_of`).
+//! - `uncompact`: `inspect_detailed` and the history, then `session_fork::uncompact_events` undoing the first
+//!   compaction, then writing the child through the same persistence service (`enter`,
+//!   `announce`, `flush`, as `sessionctl uncompact` publishes it); the child is removed
+//!   afterwards.
 //!
 //! Prints one line of `key=value` pairs (times in seconds, `cpu` = user + system CPU time of
 //! the whole process, peak RSS = `VmHWM` in MiB).
@@ -18,11 +25,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use session_core::{Event, Events, SharedClock, SystemClock};
+use session_fork::{Undo, uncompact_events};
 use session_persist::jsonl::{Compression, JsonlBackend, JsonlConfig};
 use session_persist::{Backend, Persistence, PersistenceOptions};
 use session_repair::interrupted_turn_closers;
-use session_store::SessionStore;
-use session_surface::Session;
+use session_store::{SessionStore, SharedSession};
+use session_surface::{Session, compactions_of};
 
 /// A `/proc/self/status` memory field in MiB (`VmHWM:` is the peak RSS).
 fn rss_mib(field: &str) -> Option<f64> {
@@ -52,12 +60,16 @@ enum Mode {
     Load,
     Full,
     Inspect,
+    Compactions,
+    Uncompact,
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(root), Some(id)) = (args.first(), args.get(1)) else {
-        eprintln!("usage: restore <ROOT> <SESSION-ID> [zstd|none] [full|load|inspect]");
+        eprintln!(
+            "usage: restore <ROOT> <SESSION-ID> [zstd|none] [full|load|inspect|compactions|uncompact]"
+        );
         return ExitCode::from(2);
     };
     let compression = match args.get(2).map(String::as_str) {
@@ -67,6 +79,8 @@ fn main() -> ExitCode {
     let mode = match args.get(3).map(String::as_str) {
         Some("load") => Mode::Load,
         Some("inspect") => Mode::Inspect,
+        Some("compactions") => Mode::Compactions,
+        Some("uncompact") => Mode::Uncompact,
         _ => Mode::Full,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -81,7 +95,7 @@ fn main() -> ExitCode {
         }
     };
     let outcome = match mode {
-        Mode::Inspect => inspect(&rt, backend, id),
+        Mode::Inspect | Mode::Compactions | Mode::Uncompact => inspect(&rt, backend, id, mode),
         Mode::Load | Mode::Full => restore(&rt, &backend, id, mode == Mode::Full),
     };
     match outcome {
@@ -156,20 +170,83 @@ fn inspect(
     rt: &tokio::runtime::Runtime,
     backend: JsonlBackend,
     id: &str,
+    mode: Mode,
 ) -> Result<String, BoxError> {
     let clock: SharedClock = Arc::new(SystemClock);
     rt.block_on(async {
-        let store = SessionStore::new(clock);
-        let persistence =
-            Persistence::new(Arc::new(backend), store, PersistenceOptions::default())?;
+        let store = SessionStore::new(clock.clone());
+        let persistence = Persistence::new(
+            Arc::new(backend),
+            store.clone(),
+            PersistenceOptions::default(),
+        )?;
         let start = Instant::now();
-        let view = persistence.inspect(id, None).await?;
-        let total = start.elapsed();
-        let line = format!(
-            "events={} inspect={:.3}s",
+        if mode == Mode::Inspect {
+            let view = persistence.inspect(id, None).await?;
+            let line = format!(
+                "events={} inspect={:.3}s",
+                view.events.len(),
+                start.elapsed().as_secs_f64()
+            );
+            drop(view);
+            persistence.dispose().await?;
+            return Ok(line);
+        }
+        let detailed = persistence.inspect_detailed(id, None).await?;
+        let inspected = start.elapsed();
+        let view = detailed.inspection;
+        let mut line = format!(
+            "events={} inspect_detailed={:.3}s",
             view.events.len(),
-            total.as_secs_f64()
+            inspected.as_secs_f64()
         );
+        {
+            let t = Instant::now();
+            let compactions = compactions_of(&detailed.transcript);
+            line.push_str(&format!(
+                " compactions={} history={:.3}s",
+                compactions.len(),
+                t.elapsed().as_secs_f64()
+            ));
+            if mode == Mode::Uncompact {
+                let first = compactions
+                    .first()
+                    .ok_or("the session has no compaction")?
+                    .seq;
+                let child_id = format!("{id}-uncompact-bench");
+                let t = Instant::now();
+                let child = uncompact_events(
+                    id,
+                    view.meta.cwd.as_deref(),
+                    &view.events,
+                    &Undo::Seqs(vec![first]),
+                    &child_id,
+                    clock.clone(),
+                )?;
+                let built = t.elapsed();
+                let t = Instant::now();
+                let shared = SharedSession::new(child);
+                let _detach = store.enter(&shared)?;
+                store.announce(&shared)?;
+                store.flush(&shared).await?;
+                let written = t.elapsed();
+                let path = persistence.locate(&shared.header()).map(|l| l.path);
+                line.push_str(&format!(
+                    " undone={first} child_events={} build={:.3}s write={:.3}s",
+                    shared.seq(),
+                    built.as_secs_f64(),
+                    written.as_secs_f64()
+                ));
+                drop(shared);
+                persistence.dispose().await?;
+                if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
+                    std::fs::remove_dir_all(dir)?;
+                }
+                line.push_str(&format!(" total={:.3}s", start.elapsed().as_secs_f64()));
+                return Ok(line);
+            }
+        }
+        line.push_str(&format!(" total={:.3}s", start.elapsed().as_secs_f64()));
         drop(view);
         persistence.dispose().await?;
         Ok(line)

@@ -7,6 +7,8 @@
     clippy::unwrap_used
 )]
 
+pub mod stores;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
