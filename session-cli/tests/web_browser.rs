@@ -1,10 +1,14 @@
 //! The web view in a real browser: headless Chromium (Debian's `chromium` and
-//! `chromium-driver`) driven over WebDriver (fantoccini) against `sessionctl serve`, and the
+//! `chromium-driver`) driven over `WebDriver` (fantoccini) against `sessionctl serve`, and the
 //! page `sessionctl view -o` writes, opened from `file://`. Screenshots go to
 //! `target/web-screenshots/`. Without Chromium the test fails unless
 //! `SESSION_TEST_ALLOW_NO_BROWSER=1`.
 
-#![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::missing_panics_doc,
+    clippy::result_large_err
+)]
 
 mod common;
 

@@ -1,8 +1,8 @@
-//! `sessionctl serve` and `view` as processes: the API over JSONL, SQLite and PostgreSQL
+//! `sessionctl serve` and `view` as processes: the API over JSONL, `SQLite` and `PostgreSQL`
 //! stores changes no file and no row; a non-loopback bind is a usage error; `--allow-remote`
 //! requires the token; hostile requests get typed errors; the exported page masks secrets.
 //!
-//! The PostgreSQL part uses `SESSION_PG_CLI_URL` (default
+//! The `PostgreSQL` part uses `SESSION_PG_CLI_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`) in a schema of its own; without a server it says
 //! so on standard error and is left out, unless `SESSION_PG_REQUIRED=1`.
 
@@ -11,6 +11,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -80,10 +81,10 @@ fn get(url: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut req = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-        req.push_str(&format!("Host: {authority}\r\n"));
+        let _ = write!(req, "Host: {authority}\r\n");
     }
     for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
+        let _ = write!(req, "{k}: {v}\r\n");
     }
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).unwrap();
@@ -252,8 +253,8 @@ fn drop_schema(name: &str) {
     let _ = with_pg(async move |c| c.batch_execute(&sql).await);
 }
 
-/// Serving (and exporting) reads only: over a JSONL root, a SQLite database and a
-/// PostgreSQL schema, reading every endpoint of every session leaves every file byte and
+/// Serving (and exporting) reads only: over a JSONL root, a `SQLite` database and a
+/// `PostgreSQL` schema, reading every endpoint of every session leaves every file byte and
 /// every row as it was; the crashed session's closers are shown as pending, not written.
 #[test]
 fn serving_every_store_changes_no_file_and_no_row() {
@@ -437,15 +438,17 @@ fn hostile_requests_get_typed_errors_and_bounded_pages() {
 fn the_exported_page_masks_secrets_unless_no_redact() {
     let root = Temp::new("web-secret");
     let secret = "sk-live0123456789abcdefghijklmnop";
-    let lines = format!(
-        "{}\n{}\n{}\n{}\n",
-        r#"{"type":"turn/start","data":{"turn":1}}"#,
-        format!(
-            r#"{{"type":"user/message","data":{{"id":"u1","role":"user","content":[{{"type":"text","text":"my key is {secret} </script><img src=x onerror=alert(1)>"}}],"source":{{"kind":"user"}}}},"surfaceOp":"append"}}"#
-        ),
-        r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#,
-        r#"{"flush":true}"#
+    let message = format!(
+        r#"{{"type":"user/message","data":{{"id":"u1","role":"user","content":[{{"type":"text","text":"my key is {secret} </script><img src=x onerror=alert(1)>"}}],"source":{{"kind":"user"}}}},"surfaceOp":"append"}}"#
     );
+    let lines = [
+        r#"{"type":"turn/start","data":{"turn":1}}"#,
+        &message,
+        r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+        r#"{"flush":true}"#,
+    ]
+    .join("\n")
+        + "\n";
     run_in(
         &[
             "--root",

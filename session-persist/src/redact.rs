@@ -171,7 +171,8 @@ pub fn mask_secret_text(text: &str) -> std::borrow::Cow<'_, str> {
                     })
                     .unwrap_or(after.len());
                 if n >= 16 {
-                    out.push_str(&text[last..i + token_len + 1]);
+                    let keep = i + token_len + 1;
+                    out.push_str(&text[last..keep]);
                     out.push_str(MASK);
                     i += token_len + 1 + n;
                     last = i;

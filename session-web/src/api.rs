@@ -230,12 +230,13 @@ async fn guard(State(state): State<WebState>, req: Request, next: Next) -> Respo
         HeaderValue::from_static("no-referrer"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if set_cookie && let Some(token) = &state.inner.token {
-        if let Ok(v) = HeaderValue::from_str(&format!(
+    if set_cookie
+        && let Some(token) = &state.inner.token
+        && let Ok(v) = HeaderValue::from_str(&format!(
             "{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
-        )) {
-            h.insert(header::SET_COOKIE, v);
-        }
+        ))
+    {
+        h.insert(header::SET_COOKIE, v);
     }
     response
 }

@@ -16,9 +16,12 @@ pub enum ErrorKind {
     Storage,
 }
 
-/// An error of the web view.
+/// An error of the web view (boxed: it travels through every handler's `Result`).
 #[derive(Debug, Clone)]
-pub struct Error {
+pub struct Error(Box<Inner>);
+
+#[derive(Debug, Clone)]
+struct Inner {
     kind: ErrorKind,
     message: String,
     source: Option<session_persist::Error>,
@@ -28,31 +31,31 @@ pub struct Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    fn new(kind: ErrorKind, message: String, source: Option<session_persist::Error>) -> Error {
+        Error(Box::new(Inner {
+            kind,
+            message,
+            source,
+        }))
+    }
+
     /// A missing session, seq or route.
     pub fn not_found(message: impl Into<String>) -> Error {
-        Error {
-            kind: ErrorKind::NotFound,
-            message: message.into(),
-            source: None,
-        }
+        Error::new(ErrorKind::NotFound, message.into(), None)
     }
 
     /// A refused request.
     pub fn invalid(message: impl Into<String>) -> Error {
-        Error {
-            kind: ErrorKind::Invalid,
-            message: message.into(),
-            source: None,
-        }
+        Error::new(ErrorKind::Invalid, message.into(), None)
     }
 
     /// A request without the token.
     pub fn unauthorized() -> Error {
-        Error {
-            kind: ErrorKind::Unauthorized,
-            message: "this server needs its token: add ?token=… (printed at start) or an `Authorization: Bearer …` header".into(),
-            source: None,
-        }
+        Error::new(
+            ErrorKind::Unauthorized,
+            "this server needs its token: add ?token=… (printed at start) or an `Authorization: Bearer …` header".into(),
+            None,
+        )
     }
 
     /// A storage failure while reading `what`; a missing session keeps its not-found kind.
@@ -61,26 +64,22 @@ impl Error {
             session_persist::ErrorKind::NotFound => ErrorKind::NotFound,
             _ => ErrorKind::Storage,
         };
-        Error {
-            kind,
-            message: what.into(),
-            source: Some(source),
-        }
+        Error::new(kind, what.into(), Some(source))
     }
 
     /// The kind.
     pub fn kind(&self) -> ErrorKind {
-        self.kind
+        self.0.kind
     }
 
     /// The storage error underneath, when reading storage failed.
     pub fn storage_source(&self) -> Option<&session_persist::Error> {
-        self.source.as_ref()
+        self.0.source.as_ref()
     }
 
     /// The HTTP status code for this error.
     pub fn status(&self) -> u16 {
-        match self.kind {
+        match self.0.kind {
             ErrorKind::NotFound => 404,
             ErrorKind::Invalid => 400,
             ErrorKind::Unauthorized => 401,
@@ -91,16 +90,17 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.source {
-            Some(s) => write!(f, "{}: {s}", self.message),
-            None => f.write_str(&self.message),
+        match &self.0.source {
+            Some(s) => write!(f, "{}: {s}", self.0.message),
+            None => f.write_str(&self.0.message),
         }
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
+        self.0
+            .source
             .as_ref()
             .map(|s| s as &(dyn std::error::Error + 'static))
     }

@@ -6,7 +6,7 @@
 //! It reads through [`session_persist::Persistence`] with inspect semantics only
 //! ([`Persistence::inspect_detailed`](session_persist::Persistence::inspect_detailed),
 //! `list_entries`, the backend's `load_stored`), so it serves every store the caller opened
-//! (JSONL, SQLite, PostgreSQL) and never writes. Each session is read once into a
+//! (JSONL, `SQLite`, `PostgreSQL`) and never writes. Each session is read once into a
 //! [`SessionView`] (timeline rows, compactions, closers, lineage) and then served in pages:
 //! events by seq range, timeline rows by index, messages and the folded request header as of
 //! a seq. `docs/web.md` documents the routes.

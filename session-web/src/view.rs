@@ -163,7 +163,7 @@ pub fn closer_text(e: &Event) -> Option<String> {
     let content = e.data().get("message")?.get("content")?.as_array()?;
     let mut out = String::new();
     for block in content.iter() {
-        for inner in block.get("content").and_then(Value::as_array).into_iter() {
+        if let Some(inner) = block.get("content").and_then(Value::as_array) {
             for part in inner.iter() {
                 if let Some(t) = part.get("text").and_then(Value::as_str) {
                     out.push_str(t);
@@ -271,11 +271,7 @@ pub fn timeline(events: &Events) -> Vec<Row> {
                     close(&mut rows, i, seq);
                 }
             }
-            "assistant/chunk" => {
-                if chunk_run.is_none() {
-                    chunk_run = Some(seq);
-                }
-            }
+            "assistant/chunk" if chunk_run.is_none() => chunk_run = Some(seq),
             "assistant/message" => {
                 let first = chunk_run.take().unwrap_or(seq);
                 let request = first.saturating_sub(1);
@@ -649,7 +645,7 @@ mod tests {
                 260,
                 r#"{"message":{"source":{"callId":"c1"}},"error":{"code":"TOOL_OUTCOME_UNKNOWN"}}"#,
             ),
-            ev("step/end", 6, 270, r#"{}"#),
+            ev("step/end", 6, 270, "{}"),
             ev("turn/end", 7, 300, r#"{"reason":{"kind":"interrupted"}}"#),
             ev("turn/start", 8, 400, r#"{"turn":2}"#),
         ]);
@@ -687,9 +683,9 @@ mod tests {
     fn hostile_shapes_make_rows_without_panicking() {
         let events = Events::from_vec(vec![
             ev("turn/end", 0, 5, r#"{"reason":7}"#),
-            ev("step/end", 1, -5, r#"[]"#),
+            ev("step/end", 1, -5, "[]"),
             ev("tool/result", 2, i64::MIN / 2, r#"{"message":"x"}"#),
-            ev("assistant/message", 3, 0, r#"null"#),
+            ev("assistant/message", 3, 0, "null"),
             ev("tool/call", 4, 0, r#"{"callId":5}"#),
         ]);
         let rows = timeline(&events);
