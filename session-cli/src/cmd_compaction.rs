@@ -11,8 +11,8 @@ use session_core::Events;
 use session_core::json::Value;
 use session_fork::{Undo, uncompact_events};
 use session_surface::{
-    Compaction, Transcript, TranscriptEntry, ViewSize, compactions_of, derive_event_message,
-    fold_surface, view_size,
+    Transcript, TranscriptEntry, ViewSize, compactions_of, derive_event_message, fold_surface,
+    view_size,
 };
 
 use crate::args::{Global, Invocation};
@@ -121,13 +121,7 @@ fn not_folding(id: &str, e: &dyn std::fmt::Display) -> Error {
     )
 }
 
-fn size_json(size: ViewSize) -> Value {
-    obj([
-        ("messages", num(size.messages)),
-        ("chars", num(size.chars)),
-        ("approxTokens", num(size.approx_tokens)),
-    ])
-}
+use session_web::view_size_json as size_json;
 
 fn size_text(size: ViewSize) -> String {
     format!(
@@ -139,20 +133,7 @@ fn size_text(size: ViewSize) -> String {
     )
 }
 
-fn compaction_json(c: &Compaction) -> Value {
-    obj([
-        ("seq", num(c.seq)),
-        ("type", Value::from(c.event_type.as_str())),
-        ("range", obj([("start", num(c.start)), ("end", num(c.end))])),
-        ("shadowed", seqs(&c.shadowed)),
-        ("resolved", seqs(&c.resolved)),
-        ("sourceEventSeqs", seqs(&c.source_event_seqs)),
-        ("message", c.message.clone().unwrap_or(Value::Null)),
-        ("before", size_json(c.before)),
-        ("after", size_json(c.after)),
-        ("coveredBy", opt_num(c.covered_by)),
-    ])
-}
+use session_web::compaction_json;
 
 /// `compactions`.
 pub(crate) fn compactions(global: &Global, args: &CompactionsArgs, out: &mut Out) -> Result<()> {

@@ -13,7 +13,7 @@ use session_surface::{Transcript, TranscriptEntry, derive_event_message, fold_su
 use crate::args::Invocation;
 use crate::error::{Error, Location, Result};
 use crate::json::{float, num, obj, opt_num, opt_str, seqs, write_streamed};
-use crate::output::{Out, bytes, escape_controls, rfc3339, table, truncate, utc};
+use crate::output::{Out, bytes, escape_controls, table, truncate, utc};
 use crate::progress::with_spinner;
 use crate::render::{join_seqs, message_body, message_heading};
 use crate::report;
@@ -120,89 +120,17 @@ pub(crate) fn prefix_at(events: &Events, at: Option<u64>, id: &str) -> Result<Ev
 
 // ---- list ----
 
-/// One row of `list`.
-struct Row {
-    /// The header; `None` when the session's header cannot be read.
-    meta: Option<session_core::SessionHeader>,
-    file: Option<String>,
-    events: Option<usize>,
-    torn: bool,
-    error: Option<String>,
-}
-
 /// `list`: every stored session, each with its error when it cannot be read; one damaged
 /// session never fails the listing (a layout error of the root does).
 pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
     let at = inv.global.store();
     require_store(&at)?;
     let store = Store::open(&at)?;
-    let listed = store
-        .block_on(store.persistence.list_entries(None))
+    let rows = store
+        .block_on(session_web::list_rows(&store.persistence))
         .map_err(|e| store.err(e, None))?;
-    let mut rows = Vec::with_capacity(listed.len());
-    for entry in listed {
-        let file = entry
-            .location
-            .as_ref()
-            .map(|l| l.path.display().to_string());
-        let meta = match entry.header {
-            Ok(meta) => meta,
-            // A layout error fails the listing, as the reference's does.
-            Err(e) if e.fails_listing() => return Err(store.err(e, None)),
-            Err(e) => {
-                rows.push(Row {
-                    meta: None,
-                    file,
-                    events: None,
-                    torn: false,
-                    error: Some(e.to_string()),
-                });
-                continue;
-            }
-        };
-        let file = file.or_else(|| store.log_file(&meta).map(|p| p.display().to_string()));
-        let (events, torn, error) = match store.block_on(store.backend.load_stored(&meta.id)) {
-            Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
-            Ok(None) => (None, false, Some("vanished while listing".to_owned())),
-            Err(e) => (None, false, Some(e.to_string())),
-        };
-        rows.push(Row {
-            meta: Some(meta),
-            file,
-            events,
-            torn,
-            error,
-        });
-    }
-    // Oldest first; sessions whose header cannot be read last, by file.
-    rows.sort_by(|a, b| match (&a.meta, &b.meta) {
-        (Some(x), Some(y)) => x.created_at.cmp(&y.created_at).then(x.id.cmp(&y.id)),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => a.file.cmp(&b.file),
-    });
     if inv.global.json {
-        let sessions = Value::array(rows.iter().map(|r| {
-            let m = r.meta.as_ref();
-            obj([
-                ("id", opt_str(m.map(|m| m.id.to_string()))),
-                ("createdAt", m.map_or(Value::Null, |m| num(m.created_at))),
-                (
-                    "created",
-                    m.map_or(Value::Null, |m| Value::from(rfc3339(m.created_at))),
-                ),
-                ("cwd", opt_str(m.and_then(|m| m.cwd.as_deref()))),
-                ("events", opt_num(r.events.map(|n| n as u64))),
-                (
-                    "parentSession",
-                    opt_str(m.and_then(|m| m.parent_session.as_deref())),
-                ),
-                ("seedLength", opt_num(m.and_then(|m| m.seed_length))),
-                ("tornTail", Value::from(r.torn)),
-                ("file", opt_str(r.file.clone())),
-                ("error", opt_str(r.error.clone())),
-            ])
-        }));
+        let sessions = Value::array(rows.iter().map(session_web::ListRow::to_json));
         let doc = obj([
             schema("list"),
             ("store", Value::from(at.spec())),

@@ -34,7 +34,9 @@ mod args;
 mod cmd_compaction;
 mod cmd_import;
 mod cmd_read;
+mod cmd_serve;
 mod cmd_verify;
+mod cmd_view;
 mod cmd_write;
 mod demo;
 mod error;
@@ -68,6 +70,24 @@ fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
         "seal" => cmd_write::seal(inv, out),
         "verify" => cmd_verify::verify(inv, out),
         "stats" => cmd_read::stats(inv, out),
+        "serve" => cmd_serve::serve(
+            &cmd_serve::ServeArgs {
+                bind: inv.value("--bind").map(str::to_owned),
+                open: inv.flag("--open"),
+                allow_remote: inv.flag("--allow-remote"),
+            },
+            &inv.global,
+            out,
+        ),
+        "view" => cmd_view::view(
+            &cmd_view::ViewArgs {
+                session: inv.operand(0).to_owned(),
+                output: inv.value("-o").map(std::path::PathBuf::from),
+                redact: !inv.flag("--no-redact"),
+            },
+            &inv.global,
+            out,
+        ),
         "compactions" => {
             let args = cmd_compaction::CompactionsArgs::from_invocation(inv);
             cmd_compaction::compactions(&inv.global, &args, out)

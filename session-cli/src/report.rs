@@ -92,70 +92,7 @@ pub(crate) fn turns(events: impl IntoIterator<Item = Event>) -> Vec<Turn> {
         .collect()
 }
 
-/// Counts events per type, in order of first appearance.
-pub(crate) fn counts<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<(String, u64)> {
-    let mut tally = TypeTally::default();
-    for e in events {
-        *tally.entry(e.event_type()) += 1;
-    }
-    tally.into_rows()
-}
-
-/// Up to this many distinct types, [`TypeTally`] finds a type by a linear scan.
-const TALLY_LINEAR: usize = 32;
-
-/// Per-event-type tallies in first-seen order, without hashing a string for every event: the
-/// type of the previous event is tried first (runs of one type are the common case), then the
-/// few types seen so far by a linear scan; only a log of more than [`TALLY_LINEAR`] distinct
-/// types looks them up in a hash index, so hostile input costs no more than before.
-pub(crate) struct TypeTally<T> {
-    rows: Vec<(String, T)>,
-    last: usize,
-    index: HashMap<String, usize>,
-}
-
-impl<T> Default for TypeTally<T> {
-    fn default() -> TypeTally<T> {
-        TypeTally {
-            rows: Vec::new(),
-            last: 0,
-            index: HashMap::new(),
-        }
-    }
-}
-
-impl<T: Default> TypeTally<T> {
-    /// The tally of `ty`, created (zero) when `ty` is new.
-    pub(crate) fn entry(&mut self, ty: &str) -> &mut T {
-        if self.rows.get(self.last).is_some_and(|(t, _)| t == ty) {
-            return &mut self.rows[self.last].1;
-        }
-        let found = if self.rows.len() <= TALLY_LINEAR {
-            self.rows.iter().position(|(t, _)| t == ty)
-        } else {
-            self.index.get(ty).copied()
-        };
-        let i = found.unwrap_or_else(|| {
-            let i = self.rows.len();
-            self.rows.push((ty.to_owned(), T::default()));
-            if self.rows.len() == TALLY_LINEAR + 1 {
-                for (j, (t, _)) in self.rows.iter().enumerate() {
-                    self.index.insert(t.clone(), j);
-                }
-            } else if self.rows.len() > TALLY_LINEAR + 1 {
-                self.index.insert(ty.to_owned(), i);
-            }
-            i
-        });
-        self.last = i;
-        &mut self.rows[i].1
-    }
-
-    /// The tallies, in the order their types were first seen.
-    pub(crate) fn into_rows(self) -> Vec<(String, T)> {
-        self.rows
-    }
-}
+pub(crate) use session_web::{TypeTally, counts};
 
 /// Builds the report for `target` (never writes).
 pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
@@ -520,41 +457,5 @@ impl Report {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TypeTally;
-
-    /// The tally agrees with a plain map count, in first-seen order, for runs, alternations
-    /// and more distinct types than the linear scan covers.
-    #[test]
-    fn type_tally_counts_like_a_map_in_first_seen_order() {
-        let mut types: Vec<String> = Vec::new();
-        for i in 0..2_000u32 {
-            let t = match i % 7 {
-                0..=2 => "assistant/chunk".to_owned(),
-                3 => "turn/start".to_owned(),
-                4 => format!("x/type{}", i % 90),
-                5 => "turn/end".to_owned(),
-                _ => format!("y/type{}", (i * 31) % 45),
-            };
-            types.push(t);
-        }
-        let mut tally = TypeTally::<u64>::default();
-        for t in &types {
-            *tally.entry(t) += 1;
-        }
-        let rows = tally.into_rows();
-        let mut expected: Vec<(String, u64)> = Vec::new();
-        for t in &types {
-            match expected.iter_mut().find(|(e, _)| e == t) {
-                Some(row) => row.1 += 1,
-                None => expected.push((t.clone(), 1)),
-            }
-        }
-        assert!(expected.len() > super::TALLY_LINEAR, "{}", expected.len());
-        assert_eq!(rows, expected);
     }
 }
