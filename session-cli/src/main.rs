@@ -1,7 +1,7 @@
 //! `sessionctl` owns the command line of the session layer: it inspects, repairs, forks,
 //! converts and verifies stored agent sessions, appends to them, and runs a demo.
 //!
-//! Primary pieces: the hand-written argument parser (`args`), session resolution and the
+//! Primary pieces: the argument parser (`args`, clap derive), session resolution and the
 //! store (`store`: a JSONL root or a `SQLite` database named by `--store`; an id, a session
 //! directory or a session file), the inspect report (`report`), one module per command group,
 //! and the crate's `Error`, which carries the file, line, byte offset or seq of a failure and
@@ -31,6 +31,8 @@
 
 mod append_failure;
 mod args;
+mod cmd_completions;
+mod cmd_man;
 mod cmd_read;
 mod cmd_verify;
 mod cmd_write;
@@ -46,9 +48,10 @@ mod store;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+use args::ColorWhen;
 use args::{Invocation, Parsed};
 use error::{Error, Result};
-use output::{Out, Style, colour_allowed};
+use output::{Out, Style};
 
 fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
     match inv.command {
@@ -70,12 +73,12 @@ fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
     }
 }
 
-fn report_error(e: &Error, json: bool, no_color: bool) {
+fn report_error(e: &Error, json: bool, color: ColorWhen) {
     let mut err = std::io::stderr().lock();
     if json {
         let _ = writeln!(err, "{}", e.to_json().to_json());
     } else {
-        let colour = colour_allowed(std::io::stderr().is_terminal(), no_color);
+        let colour = color.allows(std::io::stderr().is_terminal());
         let style = Style::new(colour);
         let text = e.render(&|s| style.red(s));
         let _ = write!(err, "{}", output::sanitize_line(&text, colour));
@@ -94,42 +97,45 @@ fn main() -> ExitCode {
                         bad.to_string_lossy()
                     )),
                     false,
-                    false,
+                    ColorWhen::Auto,
                 );
                 return ExitCode::from(2);
             }
         }
     }
     let json_requested = argv.iter().any(|a| a == "--json");
-    let no_color = argv.iter().any(|a| a == "--no-color");
+    let color = ColorWhen::scan(&argv);
+    let done = |result: Result<()>| match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report_error(&e, json_requested, color);
+            ExitCode::from(e.exit_code())
+        }
+    };
     let inv = match args::parse(argv) {
-        Ok(Parsed::Help(text)) => {
+        Ok(Parsed::Print(text)) => {
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
             return ExitCode::SUCCESS;
         }
-        Ok(Parsed::Version) => {
-            let _ = writeln!(
-                std::io::stdout().lock(),
-                "sessionctl {}",
-                env!("CARGO_PKG_VERSION")
-            );
-            return ExitCode::SUCCESS;
+        Ok(Parsed::Completions(c)) => {
+            return done(cmd_completions::completions(
+                &c,
+                &mut std::io::stdout().lock(),
+            ));
         }
+        Ok(Parsed::Man(m)) => return done(cmd_man::man(&m, &mut std::io::stdout().lock())),
         Ok(Parsed::Run(inv)) => inv,
-        Err(e) => {
-            report_error(&e, json_requested, no_color);
-            return ExitCode::from(e.exit_code());
-        }
+        Err(e) => return done(Err(e)),
     };
     store::set_allow_permissive_dirs(inv.global.allow_permissive_dirs);
-    let mut out = Out::stdout(inv.global.no_color);
+    let mut out = Out::stdout(inv.global.color);
     let result = run(&inv, &mut out).and_then(|()| out.flush().map_err(Error::from));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             let _ = out.flush();
-            report_error(&e, inv.global.json, inv.global.no_color);
+            report_error(&e, inv.global.json, inv.global.color);
             ExitCode::from(e.exit_code())
         }
     }

@@ -73,12 +73,6 @@ pub(crate) fn sanitize_line(s: &str, colour: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Whether colour is allowed for a stream: a terminal, `NO_COLOR` unset or empty, and no
-/// `--no-color`.
-pub(crate) fn colour_allowed(is_terminal: bool, no_color_flag: bool) -> bool {
-    is_terminal && !no_color_flag && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
-
 /// ANSI styling, or none.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Style {
@@ -146,7 +140,7 @@ pub(crate) struct Out {
 
 impl Out {
     /// Standard output; colour when it is a terminal and colour is not disabled.
-    pub(crate) fn stdout(no_color: bool) -> Out {
+    pub(crate) fn stdout(color: crate::args::ColorWhen) -> Out {
         let terminal = io::stdout().is_terminal();
         let width = std::env::var("COLUMNS")
             .ok()
@@ -155,7 +149,7 @@ impl Out {
             .unwrap_or(100);
         Out {
             w: BufWriter::with_capacity(64 * 1024, io::stdout()),
-            style: Style::new(colour_allowed(terminal, no_color)),
+            style: Style::new(color.allows(terminal)),
             width,
         }
     }

@@ -80,10 +80,18 @@ pub fn run(args: &[&str]) -> Run {
 
 /// Runs `sessionctl args…` feeding `stdin`.
 pub fn run_in(args: &[&str], stdin: Option<&str>) -> Run {
+    run_env(args, stdin, &[])
+}
+
+/// Runs `sessionctl args…` feeding `stdin`, with `env` set (`NO_COLOR`, `CLICOLOR_FORCE`
+/// and `COLUMNS` are unset unless `env` sets them).
+pub fn run_env(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
         .env_remove("COLUMNS")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(if stdin.is_some() {
