@@ -107,7 +107,7 @@ fn color_follows_the_option_then_no_color_and_clicolor_force() {
 fn completions_name_the_commands_for_each_shell() {
     for shell in ["bash", "zsh", "fish"] {
         let r = run(&["completions", shell]).ok();
-        for word in ["inspect", "convert", "completions", "--root", "--color"] {
+        for word in ["inspect", "convert", "completions", "root", "color"] {
             assert!(r.stdout.contains(word), "{shell}: {word}");
         }
     }
