@@ -52,6 +52,7 @@ pub(crate) fn require_store(at: &StoreAt) -> Result<()> {
     match at {
         StoreAt::Jsonl { root, .. } => require_root(root),
         StoreAt::Sqlite { path } if path.is_file() => Ok(()),
+        StoreAt::Sqlite { path } if path.is_dir() => crate::store::check_database_path(path),
         // A server: connecting tells.
         StoreAt::Postgres { .. } => Ok(()),
         StoreAt::Sqlite { path } => Err(Error::failed_at(
@@ -805,6 +806,9 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
         write_doc(out, &doc)?;
     } else {
         let s = out.style;
+        // A database server reports no sizes: say so rather than print "0 B" and "0.00x".
+        let sizes_known = rows.is_some() || store.jsonl().is_some();
+        let na = || "n/a (the server reports no sizes)".to_owned();
         let mut rows = vec![
             vec![s.bold("session"), escape_controls(&id).into_owned()],
             vec![
@@ -817,6 +821,7 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
                 },
             ],
             match &rows {
+                None if !sizes_known => vec![s.bold("on disk"), na()],
                 None => vec![
                     s.bold("on disk"),
                     format!(
@@ -838,7 +843,9 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
             },
             vec![
                 s.bold("plaintext"),
-                if rows.is_some() {
+                if !sizes_known {
+                    na()
+                } else if rows.is_some() {
                     format!(
                         "{} ({plaintext} bytes of row data as JSON)",
                         bytes(plaintext)
@@ -850,7 +857,14 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
                     )
                 },
             ],
-            vec![s.bold("ratio"), format!("{ratio:.2}x")],
+            vec![
+                s.bold("ratio"),
+                if sizes_known {
+                    format!("{ratio:.2}x")
+                } else {
+                    "n/a".to_owned()
+                },
+            ],
             vec![
                 s.bold("events"),
                 format!(

@@ -17,7 +17,7 @@ use crate::args::{Database, StoreSpec, parse_store_spec};
 use crate::cmd_read::{inspect_events, open_target, require_store};
 use crate::error::{Error, Location, Result};
 use crate::json::{float, num, obj, opt_str};
-use crate::output::{Out, bytes};
+use crate::output::{Out, bytes, plural};
 use crate::report::turns;
 use crate::store::{Store, StoreAt, Target, detect_root_compression, find_files};
 
@@ -522,6 +522,28 @@ fn convert_dest(text: &str, source: &StoreAt, to: Option<Compression>) -> Result
         StoreSpec::Database(Database::Postgres(url)) => Ok(StoreAt::Postgres { url }),
         StoreSpec::Jsonl(root) => {
             let root = absolute(root);
+            // The root, or the first existing directory on its way, must be a directory:
+            // name the file in the way rather than report ENOTDIR from deep inside a write.
+            if let Some(blocker) = root.ancestors().find(|p| p.exists())
+                && !blocker.is_dir()
+            {
+                return Err(Error::failed_at(
+                    format!(
+                        "DEST {} is not a directory: {} is a file",
+                        root.display(),
+                        blocker.display()
+                    ),
+                    Some(
+                        "DEST is a JSONL root directory (created when missing), jsonl:DIR, \
+                         sqlite:PATH (a database file) or postgres://…"
+                            .into(),
+                    ),
+                    Location {
+                        file: Some(blocker.to_path_buf()),
+                        ..Location::default()
+                    },
+                ));
+            }
             let compression = to.unwrap_or_else(|| match source.compression() {
                 Some(c) => c.opposite(),
                 None => detect_root_compression(&root),
@@ -730,9 +752,9 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     } else {
         let s = out.style;
         out.line(&s.green(&format!(
-            "converted {id}: {} events in {} batches, {} → {}",
-            stored.events.len(),
-            plan.len(),
+            "converted {id}: {} in {}, {} → {}",
+            plural(stored.events.len() as u64, "event"),
+            plural(plan.len() as u64, "batch"),
             target.at.encoding(),
             dest_at.encoding()
         )))?;

@@ -697,7 +697,7 @@ pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
         {
             out.line(&format!(
                 "      \"{}\"",
-                truncate(&message_summary(m, 500), out.width.saturating_sub(8))
+                truncate(&message_summary(m, 500), out.layout_width.saturating_sub(8))
             ))?;
         }
     }
@@ -856,7 +856,7 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 /// Prints the surface (model view) and the transcript (human view) in two columns.
 fn side_by_side(out: &mut Out, events: &session_core::Events) -> Result<()> {
     let s: Style = out.style;
-    let col = (out.width.saturating_sub(5) / 2).max(30);
+    let col = (out.layout_width.saturating_sub(5) / 2).max(30);
     let fold = fold_surface(events.iter())
         .map_err(|e| Error::failed(format!("the demo surface does not fold: {e}"), None))?;
     let left: Vec<String> = fold

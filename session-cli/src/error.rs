@@ -62,8 +62,10 @@ pub(crate) enum Error {
     },
     /// `verify` found violations (already reported on stdout).
     Violations {
-        /// How many sessions failed.
-        sessions: usize,
+        /// How many sessions were read and violated an invariant.
+        violated: usize,
+        /// How many session logs could not be read at all.
+        unreadable: usize,
     },
     /// Writing the output failed (a closed pipe ends the command quietly).
     Output(io::Error),
@@ -191,6 +193,10 @@ impl Error {
             Error::Usage { .. } => Some("run `sessionctl help` for the commands and options".into()),
             Error::Persist { error, store, .. } => persist_hint(error, store),
             Error::Fork { hint, .. } | Error::Failed { hint, .. } => hint.clone(),
+            Error::Violations { violated: 0, .. } => Some(
+                "each FAIL line says why the file could not be read; the files were not changed"
+                    .into(),
+            ),
             Error::Violations { .. } => Some(
                 "each violation names the invariant and what was observed; the files were not changed"
                     .into(),
@@ -270,11 +276,22 @@ impl fmt::Display for Error {
             Error::Usage { message } | Error::Failed { message, .. } => f.write_str(message),
             Error::Persist { error, .. } => fmt::Display::fmt(error, f),
             Error::Fork { error, .. } => fmt::Display::fmt(error, f),
-            Error::Violations { sessions } => write!(
-                f,
-                "{sessions} session{} violated invariants",
-                if *sessions == 1 { "" } else { "s" }
-            ),
+            Error::Violations {
+                violated,
+                unreadable,
+            } => {
+                let plural = |n: usize| if n == 1 { "" } else { "s" };
+                match (*violated, *unreadable) {
+                    (v, 0) => write!(f, "{v} session{} violated invariants", plural(v)),
+                    (0, u) => write!(f, "{u} session log{} could not be read", plural(u)),
+                    (v, u) => write!(
+                        f,
+                        "{v} session{} violated invariants and {u} session log{} could not be read",
+                        plural(v),
+                        plural(u)
+                    ),
+                }
+            }
             Error::Output(e) => write!(f, "cannot write the output: {e}"),
         }
     }
