@@ -70,6 +70,7 @@ pub(crate) fn parse_store_spec(option: &str, text: &str) -> Option<Result<StoreS
 
 /// Options that apply to every command.
 #[derive(Debug, Clone, Default)]
+#[allow(clippy::struct_excessive_bools)] // one bool per documented flag
 pub(crate) struct Global {
     /// `--root DIR` (or `--store jsonl:DIR`).
     pub(crate) root: Option<PathBuf>,
@@ -83,6 +84,8 @@ pub(crate) struct Global {
     pub(crate) color: ColorWhen,
     /// `--allow-permissive-dirs`.
     pub(crate) allow_permissive_dirs: bool,
+    /// `--no-pager`.
+    pub(crate) no_pager: bool,
 }
 
 impl Global {
@@ -250,6 +253,7 @@ pub(crate) struct Cli {
 /// The options every command takes (before or after the command name).
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
+#[allow(clippy::struct_excessive_bools)] // one bool per documented flag, as clap declares them
 struct GlobalArgs {
     /// The store: jsonl:DIR, sqlite:PATH (one database file), postgres://USER@HOST/DB
     #[arg(long, global = true, value_name = "SPEC")]
@@ -272,6 +276,9 @@ struct GlobalArgs {
     /// Accept a group/world-writable JSONL root or project directory
     #[arg(long, global = true)]
     allow_permissive_dirs: bool,
+    /// Do not page long output (transcript, messages, inspect) on a terminal
+    #[arg(long, global = true)]
+    no_pager: bool,
 }
 
 /// A session operand (optional to clap, so that its absence is reported in the documented
@@ -614,6 +621,7 @@ fn global(g: GlobalArgs) -> Result<Global> {
             g.color
         },
         allow_permissive_dirs: g.allow_permissive_dirs,
+        no_pager: g.no_pager,
         ..Global::default()
     };
     if let Some(text) = g.store {

@@ -40,9 +40,11 @@ mod demo;
 mod error;
 mod json;
 mod output;
+mod pager;
 mod progress;
 mod render;
 mod report;
+mod stdin_session;
 mod store;
 
 use std::io::{IsTerminal, Write};
@@ -71,6 +73,28 @@ fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
         "stats" => cmd_read::stats(inv, out),
         other => Err(Error::usage(format!("unknown command \"{other}\""))),
     }
+}
+
+/// Replaces a `-` operand of a reading command by a spooled copy of stdin.
+fn spool_stdin(inv: &mut Invocation) -> Result<Option<stdin_session::Spooled>> {
+    if !stdin_session::READERS.contains(&inv.command) {
+        return Ok(None);
+    }
+    // `convert - DEST`: only the source; `verify`: any operand.
+    let last = if inv.command == "verify" {
+        inv.operands.len()
+    } else {
+        1
+    };
+    let Some(i) = inv.operands[..last.min(inv.operands.len())]
+        .iter()
+        .position(|o| o == "-")
+    else {
+        return Ok(None);
+    };
+    let spooled = stdin_session::spool(std::io::stdin().lock())?;
+    inv.operands[i] = spooled.file.to_string_lossy().into_owned();
+    Ok(Some(spooled))
 }
 
 fn report_error(e: &Error, json: bool, color: ColorWhen) {
@@ -128,13 +152,24 @@ fn main() -> ExitCode {
         Err(e) => return done(Err(e)),
     };
     store::set_allow_permissive_dirs(inv.global.allow_permissive_dirs);
-    let mut out = Out::stdout(inv.global.color);
-    let result = run(&inv, &mut out).and_then(|()| out.flush().map_err(Error::from));
+    let mut inv = inv;
+    // `-`: a session file from stdin, spooled for the command and removed after it.
+    let _spooled = match spool_stdin(&mut inv) {
+        Ok(s) => s,
+        Err(e) => return done(Err(e)),
+    };
+    let mut out = if pager::PAGED.contains(&inv.command) && !inv.global.json && !inv.global.no_pager
+    {
+        Out::paged(inv.global.color)
+    } else {
+        Out::stdout(inv.global.color)
+    };
+    let result = run(&inv, &mut out).and_then(|()| out.finish().map_err(Error::from));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = out.flush();
+            let _ = out.finish();
             report_error(&e, inv.global.json, inv.global.color);
             ExitCode::from(e.exit_code())
         }

@@ -2,7 +2,7 @@
 //! truncation.
 
 use std::borrow::Cow;
-use std::io::{self, BufWriter, IsTerminal, Stdout, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 
 /// Whether `c` is a control character a terminal may act on: C0 (U+0000–U+001F) except the
 /// layout characters newline and tab, DEL (U+007F) and C1 (U+0080–U+009F, which some terminals
@@ -131,7 +131,9 @@ impl Style {
 
 /// Buffered standard output with its style and width.
 pub(crate) struct Out {
-    w: BufWriter<Stdout>,
+    w: BufWriter<Box<dyn Write>>,
+    /// The pager the output goes through, if any.
+    pager: Option<std::process::Child>,
     /// The style for stdout.
     pub(crate) style: Style,
     /// The text width to wrap and clip at: the terminal's, or unbounded ([`UNBOUNDED`]) when
@@ -177,11 +179,36 @@ impl Out {
         let terminal = io::stdout().is_terminal();
         let (width, layout_width) = widths(terminal);
         Out {
-            w: BufWriter::with_capacity(64 * 1024, io::stdout()),
+            w: BufWriter::with_capacity(64 * 1024, Box::new(io::stdout())),
+            pager: None,
             style: Style::new(color.allows(terminal)),
             width,
             layout_width,
         }
+    }
+
+    /// Standard output through the pager ([`crate::pager`]) when stdout is a terminal and a
+    /// pager starts; plain standard output otherwise.
+    pub(crate) fn paged(color: crate::args::ColorWhen) -> Out {
+        let mut out = Out::stdout(color);
+        if io::stdout().is_terminal()
+            && let Some((child, stdin)) = crate::pager::spawn()
+        {
+            out.w = BufWriter::with_capacity(64 * 1024, Box::new(stdin));
+            out.pager = Some(child);
+        }
+        out
+    }
+
+    /// Flushes, closes the pager's input and waits for the person to quit it.
+    pub(crate) fn finish(&mut self) -> io::Result<()> {
+        let flushed = self.w.flush();
+        if let Some(mut child) = self.pager.take() {
+            // Dropping the old writer closes the pipe: the pager sees the end of its input.
+            self.w = BufWriter::new(Box::new(io::sink()));
+            let _ = child.wait();
+        }
+        flushed
     }
 
     /// Writes one line (control characters escaped, see [`sanitize_line`]).
@@ -197,7 +224,7 @@ impl Out {
     }
 
     /// The raw writer, for streamed JSON.
-    pub(crate) fn writer(&mut self) -> &mut BufWriter<Stdout> {
+    pub(crate) fn writer(&mut self) -> &mut BufWriter<Box<dyn Write>> {
         &mut self.w
     }
 }
