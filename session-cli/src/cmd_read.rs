@@ -13,7 +13,7 @@ use session_surface::{Transcript, TranscriptEntry, derive_event_message, fold_su
 use crate::args::Invocation;
 use crate::error::{Error, Location, Result};
 use crate::json::{float, num, obj, opt_num, opt_str, seqs, write_streamed};
-use crate::output::{Out, bytes, escape_controls, rfc3339, table, truncate, utc};
+use crate::output::{Out, bytes, escape_controls, plural, rfc3339, table, truncate, utc};
 use crate::progress::with_spinner;
 use crate::render::{join_seqs, message_body, message_heading};
 use crate::report;
@@ -140,41 +140,46 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
     let listed = store
         .block_on(store.persistence.list_entries(None))
         .map_err(|e| store.err(e, None))?;
-    let mut rows = Vec::with_capacity(listed.len());
-    for entry in listed {
-        let file = entry
-            .location
-            .as_ref()
-            .map(|l| l.path.display().to_string());
-        let meta = match entry.header {
-            Ok(meta) => meta,
-            // A layout error fails the listing, as the reference's does.
-            Err(e) if e.fails_listing() => return Err(store.err(e, None)),
-            Err(e) => {
-                rows.push(Row {
-                    meta: None,
-                    file,
-                    events: None,
-                    torn: false,
-                    error: Some(e.to_string()),
-                });
-                continue;
-            }
-        };
-        let file = file.or_else(|| store.log_file(&meta).map(|p| p.display().to_string()));
-        let (events, torn, error) = match store.block_on(store.backend.load_stored(&meta.id)) {
-            Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
-            Ok(None) => (None, false, Some("vanished while listing".to_owned())),
-            Err(e) => (None, false, Some(e.to_string())),
-        };
-        rows.push(Row {
-            meta: Some(meta),
-            file,
-            events,
-            torn,
-            error,
-        });
-    }
+    let label = format!("listing {}", plural(listed.len() as u64, "session"));
+    let rows: Result<Vec<Row>> = with_spinner(label, || {
+        let mut rows = Vec::with_capacity(listed.len());
+        for entry in listed {
+            let file = entry
+                .location
+                .as_ref()
+                .map(|l| l.path.display().to_string());
+            let meta = match entry.header {
+                Ok(meta) => meta,
+                // A layout error fails the listing, as the reference's does.
+                Err(e) if e.fails_listing() => return Err(store.err(e, None)),
+                Err(e) => {
+                    rows.push(Row {
+                        meta: None,
+                        file,
+                        events: None,
+                        torn: false,
+                        error: Some(e.to_string()),
+                    });
+                    continue;
+                }
+            };
+            let file = file.or_else(|| store.log_file(&meta).map(|p| p.display().to_string()));
+            let (events, torn, error) = match store.block_on(store.backend.load_stored(&meta.id)) {
+                Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
+                Ok(None) => (None, false, Some("vanished while listing".to_owned())),
+                Err(e) => (None, false, Some(e.to_string())),
+            };
+            rows.push(Row {
+                meta: Some(meta),
+                file,
+                events,
+                torn,
+                error,
+            });
+        }
+        Ok(rows)
+    });
+    let mut rows = rows?;
     // Oldest first; sessions whose header cannot be read last, by file.
     rows.sort_by(|a, b| match (&a.meta, &b.meta) {
         (Some(x), Some(y)) => x.created_at.cmp(&y.created_at).then(x.id.cmp(&y.id)),

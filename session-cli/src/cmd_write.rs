@@ -18,6 +18,7 @@ use crate::cmd_read::{inspect_events, open_target, require_store};
 use crate::error::{Error, Location, Result};
 use crate::json::{float, num, obj, opt_str};
 use crate::output::{Out, bytes, plural};
+use crate::progress::with_spinner;
 use crate::report::turns;
 use crate::store::{Store, StoreAt, Target, detect_root_compression, find_files};
 
@@ -420,9 +421,11 @@ pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
         session_store::Error::Listener(inner) => Error::failed(inner.to_string(), None),
         other => store_err(&other),
     })?;
-    store
-        .block_on(store.sessions.flush(&shared))
-        .map_err(|e| Error::failed(format!("writing the fork child failed: {e}"), None))?;
+    with_spinner(format!("writing {child_id}"), || {
+        store
+            .block_on(store.sessions.flush(&shared))
+            .map_err(|e| Error::failed(format!("writing the fork child failed: {e}"), None))
+    })?;
     let header = shared.header();
     let path = store.persistence.locate(&header).map(|l| l.path);
     let child_events = shared.seq();
@@ -663,17 +666,22 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     }
     let dest = Store::open(&dest_at)?;
     let plan = batches(&stored.events);
-    for (i, batch) in plan.iter().enumerate() {
-        dest.block_on(dest.backend.append_batch(&stored.meta, batch, i > 0))
-            .map_err(|e| dest.err(e, None))?;
-    }
+    with_spinner(format!("writing {id} into {}", dest_at.spec()), || {
+        for (i, batch) in plan.iter().enumerate() {
+            dest.block_on(dest.backend.append_batch(&stored.meta, batch, i > 0))
+                .map_err(|e| dest.err(e, None))?;
+        }
+        Ok::<(), Error>(())
+    })?;
     let dest_file = dest.log_file(&stored.meta);
     dest.close()?;
     // Verify: a fresh backend reads back the same header and events.
     let check = Store::open(&dest_at)?;
-    let reread = check
-        .block_on(check.backend.load_stored(&id))
-        .map_err(|e| check.err(e, dest_file.as_deref()))?;
+    let reread = with_spinner(format!("reading the copy of {id} back"), || {
+        check
+            .block_on(check.backend.load_stored(&id))
+            .map_err(|e| check.err(e, dest_file.as_deref()))
+    })?;
     let databases = store.jsonl().is_none() || check.jsonl().is_none();
     // SQLite rows give events back in the live-append key order.
     let fixed_order = store.sqlite().is_some() || check.sqlite().is_some();

@@ -15,43 +15,6 @@ const ID: &str = "large";
 const TURNS: usize = 500;
 const TEXT_BYTES: usize = 12_000;
 
-/// Writes a plain log of `TURNS` turns, each a user and an assistant message of about
-/// `TEXT_BYTES` bytes (about 12 MB of message text in all).
-fn write_large(root: &Path) -> u64 {
-    let dir = root.join("--big--").join(ID);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut text = String::from(
-        r#"{"type":"session","version":0,"id":"large","createdAt":1767225600000,"cwd":"/big","delegationDepth":0}"#,
-    );
-    text.push('\n');
-    let filler: String = "lorem ipsum dolor sit amet ".repeat(TEXT_BYTES / 27);
-    let mut seq = 0;
-    for t in 1..=TURNS {
-        let lines = [
-            format!(r#"{{"type":"turn/start","seq":{seq},"time":0,"data":{{"turn":{t}}}}}"#),
-            format!(
-                r#"{{"type":"user/message","seq":{},"time":0,"data":{{"id":"u{t}","role":"user","content":[{{"type":"text","text":"question {t}: {filler}"}}],"source":{{"kind":"user"}}}},"surfaceOp":"append"}}"#,
-                seq + 1
-            ),
-            format!(
-                r#"{{"type":"assistant/message","seq":{},"time":0,"data":{{"turn":{t},"step":1,"message":{{"id":"a{t}","role":"assistant","content":[{{"type":"text","text":"answer {t}: {filler}"}}],"source":{{"kind":"model","provider":"p","model":"m"}}}}}},"surfaceOp":"append"}}"#,
-                seq + 2
-            ),
-            format!(
-                r#"{{"type":"turn/end","seq":{},"time":0,"data":{{"turn":{t},"reason":{{"kind":"completed"}}}}}}"#,
-                seq + 3
-            ),
-        ];
-        for l in lines {
-            text.push_str(&l);
-            text.push('\n');
-        }
-        seq += 4;
-    }
-    std::fs::write(dir.join("session.jsonl"), &text).unwrap();
-    text.len() as u64
-}
-
 /// Peak resident memory (`VmHWM`, kB) of a process, sampled until it exits.
 fn peak_kb(pid: u32) -> u64 {
     let path = format!("/proc/{pid}/status");
@@ -110,7 +73,7 @@ fn measure(root: &Path, args: &[&str]) -> Measured {
 #[test]
 fn large_sessions_stream_with_bounded_memory() {
     let root = Temp::new("large");
-    let file_bytes = write_large(root.path());
+    let file_bytes = common::write_large(root.path(), ID, TURNS, TEXT_BYTES);
     assert!(file_bytes > 10_000_000);
 
     // Baseline: the same load with a tiny output.
