@@ -367,6 +367,11 @@ fn io_hint(e: &io::Error) -> String {
 /// What to do about a persistence failure: chosen by its [`ErrorKind`], refined for the kinds
 /// whose remedy depends on what exactly is damaged or refused.
 fn persist_hint(error: &PersistError, store: &StoreAt) -> Option<String> {
+    if let StoreAt::Postgres { url } = store
+        && matches!(error.kind(), ErrorKind::Backend | ErrorKind::Io)
+    {
+        return Some(postgres_hint(error, url));
+    }
     Some(match error.kind() {
         ErrorKind::NotFound => match store {
             StoreAt::Jsonl { root, .. } => format!(
@@ -395,6 +400,50 @@ fn persist_hint(error: &PersistError, store: &StoreAt) -> Option<String> {
         },
         _ => return None,
     })
+}
+
+/// The server a `PostgreSQL` URL names (`HOST:PORT`, port 5432 when not given), without the
+/// user info.
+pub(crate) fn postgres_server(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if host.is_empty() { "localhost" } else { host };
+    let has_port = host
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()) && !host.ends_with(']'));
+    if has_port {
+        host.to_owned()
+    } else {
+        format!("{host}:5432")
+    }
+}
+
+/// The causes below a failure's own text, joined, leaving out those its text already shows.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut shown = error.to_string();
+    let mut parts = Vec::new();
+    let mut next = error.source();
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !shown.contains(&text) {
+            shown.push_str(&text);
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
+}
+
+/// Names the server and the underlying cause of a `PostgreSQL` failure.
+fn postgres_hint(error: &PersistError, url: &str) -> String {
+    let cause = causes(error);
+    let server = postgres_server(url);
+    if cause.is_empty() {
+        format!("server {server}; check that it runs and accepts this connection")
+    } else {
+        format!("server {server}: {cause}; check that it runs and accepts this connection")
+    }
 }
 
 /// The remedy for damaged stored data: where the damage is decides what can be cut.

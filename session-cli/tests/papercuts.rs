@@ -111,3 +111,21 @@ fn counts_agree_with_their_nouns() {
         assert!(!r.stdout.contains(bad), "{}", r.stdout);
     }
 }
+
+/// A PostgreSQL connect failure names the server and the cause, never the password.
+#[test]
+fn a_postgres_connect_failure_names_the_server_and_the_cause() {
+    let r = run(&["--store", "postgres://agent:s3cret@127.0.0.1:1/db", "list"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("127.0.0.1:1"), "{}", r.stderr);
+    assert!(r.stderr.contains("refused"), "{}", r.stderr);
+    assert!(!r.stderr.contains("s3cret"), "{}", r.stderr);
+    let r = run(&[
+        "--store",
+        "postgres://agent@127.0.0.1:1/db",
+        "list",
+        "--json",
+    ]);
+    let hint = r.json_error()["hint"].as_str().unwrap().to_owned();
+    assert!(hint.contains("server 127.0.0.1:1"), "{hint}");
+}
