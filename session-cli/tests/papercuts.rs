@@ -112,7 +112,7 @@ fn counts_agree_with_their_nouns() {
     }
 }
 
-/// A PostgreSQL connect failure names the server and the cause, never the password.
+/// A `PostgreSQL` connect failure names the server and the cause, never the password.
 #[test]
 fn a_postgres_connect_failure_names_the_server_and_the_cause() {
     let r = run(&["--store", "postgres://agent:s3cret@127.0.0.1:1/db", "list"]);

@@ -210,7 +210,7 @@ fn jsonl_to_postgres_to_jsonl_keeps_every_event_byte_for_byte() {
     assert!(again.stderr.contains("already exists"), "{}", again.stderr);
 }
 
-/// `stats` on a PostgreSQL store prints "n/a" for the sizes the server does not report,
+/// `stats` on a `PostgreSQL` store prints "n/a" for the sizes the server does not report,
 /// not "0 B" and "0.00x".
 #[test]
 fn postgres_stats_print_na_for_unknown_sizes() {
