@@ -280,9 +280,12 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
         session
     };
 
+    // The last acknowledgement printed: the end of input repeats none.
+    let last_ack = std::cell::RefCell::new(String::new());
     let mut ack = |line: &str| -> Result<()> {
         out.line(line)?;
         out.flush()?;
+        line.clone_into(&mut last_ack.borrow_mut());
         Ok(())
     };
     let hint =
@@ -316,7 +319,10 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
             &mut err,
         )
         .await?;
-        ack(&barrier(sink, &session, &accepted, &hint).await?)?;
+        let last = barrier(sink, &session, &accepted, &hint).await?;
+        if *last_ack.borrow() != last {
+            ack(&last)?;
+        }
         Ok::<_, Error>(tally)
     })?;
     store.close()?;

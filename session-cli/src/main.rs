@@ -24,7 +24,6 @@
 //! $ printf '%s\n' '{"type":"turn/start","data":{"turn":1}}' '{"flush":true}' \
 //!     | sessionctl append notes --create --cwd /work/notes
 //! {"flushed":0}
-//! {"flushed":0}
 //! ```
 //!
 //! Exit codes: 0 success, 1 failure or violation, 2 usage error. See `docs/cli.md`.

@@ -5,9 +5,8 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 
-use common::{BIN, Temp, run, run_in};
+use common::{Temp, run, run_in};
 
 const TURN_1: &str = r#"{"type":"turn/start","data":{"turn":1}}
 {"type":"user/message","data":{"id":"u1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}},"surfaceOp":"append"}
@@ -120,24 +119,7 @@ fn append_creates_acknowledges_flushes_and_rejects_bad_lines() {
 #[test]
 fn flush_acknowledgement_arrives_while_input_is_still_open() {
     let root = Temp::new("append-live");
-    let mut child = Command::new(BIN)
-        .args([
-            "--root",
-            root.str(),
-            "--compression",
-            "none",
-            "append",
-            "live",
-            "--create",
-            "--cwd",
-            "/w",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (mut child, mut stdin) = common::spawn_append(root.path(), "live");
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     writeln!(stdin, r#"{{"type":"turn/start","data":{{"turn":1}}}}"#).unwrap();
     writeln!(stdin, r#"{{"type":"todo/write","data":{{"todos":[]}}}}"#).unwrap();
@@ -192,7 +174,8 @@ fn an_empty_new_session_writes_nothing() {
         Some("{\"flush\":true}\n"),
     )
     .ok();
-    assert_eq!(r.stdout, "{\"flushed\":null}\n{\"flushed\":null}\n");
+    // one line for the barrier; the end of input repeats no acknowledgement
+    assert_eq!(r.stdout, "{\"flushed\":null}\n");
     let listed = run(&["--root", root.str(), "list", "--json"]).ok().json();
     assert_eq!(
         listed["sessions"],
@@ -207,24 +190,7 @@ fn an_empty_new_session_writes_nothing() {
 #[test]
 fn an_unflushed_event_is_on_disk_within_a_second() {
     let root = Temp::new("append-behind");
-    let mut child = Command::new(BIN)
-        .args([
-            "--root",
-            root.str(),
-            "--compression",
-            "none",
-            "append",
-            "behind",
-            "--create",
-            "--cwd",
-            "/w",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (mut child, mut stdin) = common::spawn_append(root.path(), "behind");
     writeln!(stdin, r#"{{"type":"turn/start","data":{{"turn":1}}}}"#).unwrap();
     stdin.flush().unwrap();
     let sent = std::time::Instant::now();

@@ -250,3 +250,28 @@ pub fn write_large(root: &Path, id: &str, turns: usize, text_bytes: usize) -> u6
     std::fs::write(dir.join("session.jsonl"), &text).unwrap();
     text.len() as u64
 }
+
+/// Starts `sessionctl --root ROOT --compression none append ID --create --cwd /w` with its
+/// stdin, stdout and stderr piped, for tests that feed drafts while it runs; returns the
+/// child and its stdin.
+pub fn spawn_append(root: &Path, id: &str) -> (std::process::Child, std::process::ChildStdin) {
+    let mut child = Command::new(BIN)
+        .arg("--root")
+        .arg(root)
+        .args([
+            "--compression",
+            "none",
+            "append",
+            id,
+            "--create",
+            "--cwd",
+            "/w",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    (child, stdin)
+}
