@@ -622,9 +622,18 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             format!(
                 "session \"{id}\" has a torn tail; convert copies events unchanged and will not drop it"
             ),
-            Some(format!(
-                "run `sessionctl repair {id}` first (or `inspect` to see what it cuts)"
-            )),
+            Some(match (&source_file, target.outside) {
+                // `repair` writes, and refuses a file outside a store layout.
+                (Some(file), true) => format!(
+                    "`sessionctl repair {} --dry-run` shows what repair cuts; repair refuses a file outside a store layout, so copy it to <root>/<project>/{id}/ first and repair it there",
+                    file.display()
+                ),
+                _ => format!(
+                    "run `sessionctl {} repair {id}` first (or `sessionctl {} inspect {id}` to see what it cuts)",
+                    target.at.option(),
+                    target.at.option()
+                ),
+            }),
             source_location(),
         ));
     }

@@ -129,3 +129,48 @@ fn a_postgres_connect_failure_names_the_server_and_the_cause() {
     let hint = r.json_error()["hint"].as_str().unwrap().to_owned();
     assert!(hint.contains("server 127.0.0.1:1"), "{hint}");
 }
+
+/// A hint names a command that works on the same thing: for a torn file outside a store
+/// layout, the file itself (repair refuses to write there), not an id of some other store.
+#[test]
+fn hints_name_a_command_for_the_same_session() {
+    let root = demo_root();
+    let plain = Temp::new("papercut-plain");
+    run(&["--root", root.str(), "convert", "demo-crashed", plain.str()]).ok();
+    let in_layout = plain
+        .path()
+        .join("--demo-project--/demo-crashed/session.jsonl");
+    let outside_dir = Temp::new("papercut-outside");
+    let outside = outside_dir.path().join("session.jsonl");
+    std::fs::copy(&in_layout, &outside).unwrap();
+    for f in [&in_layout, &outside] {
+        let mut text = std::fs::read(f).unwrap();
+        text.extend_from_slice(br#"{"type":"tur"#);
+        std::fs::write(f, text).unwrap();
+    }
+    let dest = Temp::new("papercut-dest");
+    let r = run(&["convert", outside.to_str().unwrap(), dest.str(), "--json"]);
+    assert_eq!(r.code, 1);
+    let hint = r.json_error()["hint"].as_str().unwrap().to_owned();
+    assert!(
+        hint.contains(&format!(
+            "sessionctl repair {} --dry-run",
+            outside.display()
+        )),
+        "{hint}"
+    );
+    // and the command it names works
+    run(&["repair", outside.to_str().unwrap(), "--dry-run"]).ok();
+    let r = run(&[
+        "--root",
+        plain.str(),
+        "convert",
+        "demo-crashed",
+        dest.str(),
+        "--json",
+    ]);
+    let hint = r.json_error()["hint"].as_str().unwrap().to_owned();
+    let named = format!("sessionctl --root {} repair demo-crashed", plain.str());
+    assert!(hint.contains(&named), "{hint}");
+    run(&["--root", plain.str(), "repair", "demo-crashed"]).ok();
+}
