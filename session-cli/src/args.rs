@@ -315,10 +315,10 @@ enum Command {
     Append(AppendCmd),
     /// List the stored sessions: id, created, cwd, events, lineage
     #[command(
-        override_usage = "sessionctl [--store SPEC | --root DIR] [--compression zstd|none] list [--json]",
-        after_help = "Example:\n  sessionctl --root ./sessions list --json"
+        override_usage = "sessionctl [--store SPEC | --root DIR] [--compression zstd|none] list [--count] [--json]",
+        after_help = "Example:\n  sessionctl --root ./sessions list --count --json"
     )]
-    List,
+    List(ListCmd),
     /// Report on a session without changing it (torn tail, closers load would add)
     #[command(
         override_usage = "sessionctl [--store SPEC | --root DIR] [--compression zstd|none] inspect SESSION [--json]",
@@ -404,6 +404,14 @@ struct AppendCmd {
     /// The working directory recorded in a created session's header
     #[arg(long, value_name = "DIR")]
     cwd: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct ListCmd {
+    /// Also count each session's events and report torn tails (reads every log: slow on
+    /// large stores)
+    #[arg(long)]
+    count: bool,
 }
 
 #[derive(Debug, Args)]
@@ -570,7 +578,7 @@ fn raw(command: Command) -> std::result::Result<Raw, Box<Parsed>> {
             .operand(a.session.session)
             .flag("--create", a.create)
             .value("--cwd", a.cwd),
-        C::List => Raw::new("list", "", true),
+        C::List(a) => Raw::new("list", "[--count]", true).flag("--count", a.count),
         C::Inspect(a) => Raw::new("inspect", "SESSION", true).operand(a.session),
         C::Repair(a) => Raw::new("repair", "SESSION [--dry-run]", true)
             .operand(a.session.session)

@@ -134,6 +134,7 @@ struct Row {
 /// `list`: every stored session, each with its error when it cannot be read; one damaged
 /// session never fails the listing (a layout error of the root does).
 pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let count = inv.flag("--count");
     let at = inv.global.store();
     require_store(&at)?;
     let store = Store::open(&at)?;
@@ -164,10 +165,15 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
                 }
             };
             let file = file.or_else(|| store.log_file(&meta).map(|p| p.display().to_string()));
-            let (events, torn, error) = match store.block_on(store.backend.load_stored(&meta.id)) {
-                Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
-                Ok(None) => (None, false, Some("vanished while listing".to_owned())),
-                Err(e) => (None, false, Some(e.to_string())),
+            // From the headers alone, unless `--count` asks for every log to be read.
+            let (events, torn, error) = if count {
+                match store.block_on(store.backend.load_stored(&meta.id)) {
+                    Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
+                    Ok(None) => (None, false, Some("vanished while listing".to_owned())),
+                    Err(e) => (None, false, Some(e.to_string())),
+                }
+            } else {
+                (None, false, None)
             };
             rows.push(Row {
                 meta: Some(meta),
@@ -217,6 +223,7 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
                 "compression",
                 opt_str(at.compression().map(Compression::as_str)),
             ),
+            ("counted", Value::from(count)),
             ("sessions", sessions),
         ]);
         write_doc(out, &doc)?;
@@ -229,13 +236,20 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
         })?;
     } else {
         let s = out.style;
-        let mut table_rows = vec![vec![
+        // Without `--count` the events column is left out (nothing was counted).
+        let keep = |mut row: Vec<String>| {
+            if !count {
+                row.remove(3);
+            }
+            row
+        };
+        let mut table_rows = vec![keep(vec![
             "id".to_owned(),
             "created (UTC)".to_owned(),
             "cwd".to_owned(),
             "events".to_owned(),
             "lineage".to_owned(),
-        ]];
+        ])];
         let mut unreadable = Vec::new();
         for r in &rows {
             let events = match (&r.events, &r.error) {
@@ -253,16 +267,17 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
                 (Some(p), None) => format!("← {}", escape_controls(p)),
                 _ => String::new(),
             };
-            table_rows.push(vec![
+            table_rows.push(keep(vec![
                 escape_controls(&m.id).into_owned(),
                 utc(m.created_at),
                 truncate(&escape_controls(m.cwd.as_deref().unwrap_or("-")), 40),
                 events,
                 lineage,
-            ]);
+            ]));
         }
         if table_rows.len() > 1 {
-            for line in table(&table_rows, &[3], s, "") {
+            let right: &[usize] = if count { &[3] } else { &[] };
+            for line in table(&table_rows, right, s, "") {
                 out.line(&line)?;
             }
         }
