@@ -421,20 +421,23 @@ pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
         None => Error::failed(format!("the fork child is invalid: {e}"), None),
     })?;
     let seed_length = child.header().seed_length.unwrap_or(0);
-    let shared = SharedSession::new(child);
-    store.sessions.enter(&shared).map_err(|e| store_err(&e))?;
-    store.sessions.announce(&shared).map_err(|e| match e {
-        session_store::Error::Listener(inner) => Error::failed(inner.to_string(), None),
-        other => store_err(&other),
-    })?;
+    // Written in the batches a live loop writes (a new one at every turn/start and
+    // step/start), as `convert` does, never as one frame of the whole child: the backend
+    // creates the log with the first batch and refuses an id that exists by then.
+    let header = child.header().clone();
+    let child_events = child.seq();
+    let events: Vec<Event> = child.events().iter().cloned().collect();
+    drop(child);
     with_spinner(format!("writing {child_id}"), || {
-        store
-            .block_on(store.sessions.flush(&shared))
-            .map_err(|e| Error::failed(format!("writing the fork child failed: {e}"), None))
+        for (i, batch) in batches(&events).into_iter().enumerate() {
+            store
+                .block_on(store.backend.append_batch(&header, batch, i > 0))
+                .map_err(|e| store.err(e, None))?;
+        }
+        Ok::<(), Error>(())
     })?;
-    let header = shared.header();
+    drop(events);
     let path = store.persistence.locate(&header).map(|l| l.path);
-    let child_events = shared.seq();
     if inv.global.json {
         let doc = obj([
             schema("fork"),
