@@ -178,6 +178,18 @@ async fn pump(
 ) -> Result<Tally> {
     let mut tally = Tally::default();
     let mut n = 0usize;
+    // Whether a turn is open: a `turn/end` with none open is refused (a turn cannot span two
+    // `append` runs: resuming a session closes its open turn as interrupted).
+    let mut turn_open = session
+        .events()
+        .iter()
+        .rev()
+        .find_map(|e| match e.event_type() {
+            "turn/start" => Some(true),
+            "turn/end" => Some(false),
+            _ => None,
+        })
+        .unwrap_or(false);
     while let Some(line) = lines.recv().await {
         n += 1;
         let line = line.map_err(|e| {
@@ -189,10 +201,25 @@ async fn pump(
         }
         match parse_line(text) {
             Ok(Line::Flush) => ack(&barrier(sink, session, accepted, hint).await?)?,
+            Ok(Line::Draft(draft)) if &*draft.ty == "turn/end" && !turn_open => {
+                tally.total += 1;
+                tally.rejected += 1;
+                let _ = writeln!(
+                    err,
+                    "sessionctl: line {n}: rejected: turn/end, but no turn is open (a turn cannot span two `append` runs: resuming a session closes its open turn as interrupted); start a new turn with turn/start"
+                );
+            }
             Ok(Line::Draft(draft)) => {
                 tally.total += 1;
                 match session.append(draft) {
-                    Ok(event) => accepted.push(event.seq(), n),
+                    Ok(event) => {
+                        match event.event_type() {
+                            "turn/start" => turn_open = true,
+                            "turn/end" => turn_open = false,
+                            _ => {}
+                        }
+                        accepted.push(event.seq(), n);
+                    }
                     Err(e) => {
                         tally.rejected += 1;
                         let _ = writeln!(err, "sessionctl: line {n}: rejected: {e}");

@@ -258,3 +258,40 @@ fn drafts_that_readers_refuse_are_rejected_and_ignorable_plugin_events_reload() 
     assert_eq!(inspect["countsByType"]["x-plugin/note"], 1);
     run(&["--root", root.str(), "verify", root.str()]).ok();
 }
+
+/// A turn cannot span two `append` runs: resuming closes the open turn as interrupted, and a
+/// later `turn/end` for it is refused (exit 1, naming the line), so a turn never has two
+/// `turn/end` events.
+#[test]
+fn a_turn_end_with_no_open_turn_is_refused() {
+    let root = Temp::new("append-span");
+    let args = [
+        "--root",
+        root.str(),
+        "--compression",
+        "none",
+        "append",
+        "span",
+    ];
+    run_in(
+        &[&args[..], &["--create", "--cwd", "/w"]].concat(),
+        Some("{\"type\":\"turn/start\",\"data\":{\"turn\":1}}\n"),
+    )
+    .ok();
+    let end = "{\"type\":\"turn/end\",\"data\":{\"turn\":1,\"reason\":{\"kind\":\"completed\"}}}\n";
+    let r = run_in(&args, Some(end));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("line 1: rejected: turn/end, but no turn is open"),
+        "{}",
+        r.stderr
+    );
+    let file = root.path().join("--w--/span/session.jsonl");
+    let text = std::fs::read_to_string(file).unwrap();
+    assert_eq!(text.matches("\"turn/end\"").count(), 1, "{text}");
+    assert!(text.contains("interrupted"), "{text}");
+    // a new turn is accepted, and its turn/end
+    let next = "{\"type\":\"turn/start\",\"data\":{\"turn\":2}}\n{\"type\":\"turn/end\",\"data\":{\"turn\":2,\"reason\":{\"kind\":\"completed\"}}}\n";
+    run_in(&args, Some(next)).ok();
+}
