@@ -600,6 +600,79 @@ fn comparable_header(meta: &SessionHeader) -> SessionHeader {
     meta
 }
 
+/// A 128-bit fingerprint of a byte stream (two salted `SipHash` passes), fed in pieces: how
+/// `convert` compares texts and events without holding both sides.
+struct Fingerprint(std::hash::DefaultHasher, std::hash::DefaultHasher);
+
+impl Fingerprint {
+    fn new() -> Fingerprint {
+        use std::hash::Hasher as _;
+        let mut a = std::hash::DefaultHasher::new();
+        let mut b = std::hash::DefaultHasher::new();
+        a.write_u8(0);
+        b.write_u8(1);
+        Fingerprint(a, b)
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        use std::hash::Hasher as _;
+        self.0.write(bytes);
+        self.1.write(bytes);
+    }
+
+    fn finish(&self) -> (u64, u64) {
+        use std::hash::Hasher as _;
+        (self.0.finish(), self.1.finish())
+    }
+}
+
+/// The fingerprint of `bytes`.
+fn fingerprint(bytes: &[u8]) -> (u64, u64) {
+    let mut f = Fingerprint::new();
+    f.update(bytes);
+    f.finish()
+}
+
+/// The fingerprint of a JSONL log's logical text, read as a stream (a `.zstd` file decoded
+/// as it is read); `None` when it cannot be read.
+fn log_text_print(path: &Path) -> Option<(u64, u64)> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut reader: Box<dyn std::io::Read> = if path.extension().is_some_and(|e| e == "zstd") {
+        Box::new(zstd::stream::read::Decoder::new(file).ok()?)
+    } else {
+        Box::new(file)
+    };
+    let mut f = Fingerprint::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                f.update(&buf[..n]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(f.finish())
+}
+
+/// A source event as `convert` compares its copy with it: the fingerprint of its JSON, and
+/// when a database is on either side, of its JSON in the live-append key order.
+struct EventPrint {
+    json: (u64, u64),
+    append: Option<(u64, u64)>,
+}
+
+impl EventPrint {
+    fn of(event: &Event, fixed_order: bool) -> EventPrint {
+        EventPrint {
+            json: fingerprint(event.to_json().as_bytes()),
+            append: fixed_order.then(|| fingerprint(event.in_append_order().to_json().as_bytes())),
+        }
+    }
+}
+
 /// What a session occupies in a store: its log file, or its rows.
 fn stored_bytes(store: &Store, id: &str, file: Option<&Path>) -> u64 {
     if let Some(sqlite) = store.sqlite() {
@@ -710,7 +783,9 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
         }
     }
     let dest = Store::open(&dest_at)?;
+    let event_count = stored.events.len() as u64;
     let plan = batches(&stored.events);
+    let batch_count = plan.len() as u64;
     with_spinner(format!("writing {id} into {}", dest_at.spec()), || {
         for (i, batch) in plan.iter().enumerate() {
             dest.block_on(dest.backend.append_batch(&stored.meta, batch, i > 0))
@@ -718,8 +793,20 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
         }
         Ok::<(), Error>(())
     })?;
+    drop(plan);
     let dest_file = dest.log_file(&stored.meta);
+    // SQLite rows give events back in the live-append key order.
+    let fixed_order = store.sqlite().is_some() || dest.sqlite().is_some();
     dest.close()?;
+    // The copy is compared with the source through fingerprints, so the source's events are
+    // dropped before the copy is read back: one session's events are held at a time.
+    let header = comparable_header(&stored.meta);
+    let prints: Vec<EventPrint> = stored
+        .events
+        .iter()
+        .map(|e| EventPrint::of(e, fixed_order))
+        .collect();
+    drop(stored);
     // Verify: a fresh backend reads back the same header and events.
     let check = Store::open(&dest_at)?;
     let reread = with_spinner(format!("reading the copy of {id} back"), || {
@@ -728,20 +815,21 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             .map_err(|e| check.err(e, dest_file.as_deref()))
     })?;
     let databases = store.jsonl().is_none() || check.jsonl().is_none();
-    // SQLite rows give events back in the live-append key order.
-    let fixed_order = store.sqlite().is_some() || check.sqlite().is_some();
-    let same_event = |a: &Event, b: &Event| {
-        a == b || (fixed_order && a.in_append_order().to_json() == b.in_append_order().to_json())
-    };
-    let verified = reread.as_ref().is_some_and(|r| {
-        r.torn.is_none()
-            && comparable_header(&r.meta) == comparable_header(&stored.meta)
-            && r.events.len() == stored.events.len()
-            && r.events
-                .iter()
-                .zip(stored.events.iter())
-                .all(|(a, b)| same_event(a, b))
+    let (verified, events_identical) = reread.as_ref().map_or((false, false), |r| {
+        let same_length = r.events.len() == prints.len();
+        let mut verified = r.torn.is_none() && comparable_header(&r.meta) == header && same_length;
+        let mut identical = same_length;
+        for (a, b) in r.events.iter().zip(&prints) {
+            let json = fingerprint(a.to_json().as_bytes());
+            identical &= json == b.json;
+            verified &= json == b.json
+                || b.append
+                    .is_some_and(|p| p == fingerprint(a.in_append_order().to_json().as_bytes()));
+        }
+        (verified, identical)
     });
+    drop(reread);
+    drop(prints);
     if !verified {
         return Err(Error::failed_at(
             format!("the converted log of \"{id}\" does not read back identical"),
@@ -752,26 +840,12 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             },
         ));
     }
-    let events_identical = reread.as_ref().is_some_and(|r| {
-        r.events
-            .iter()
-            .zip(stored.events.iter())
-            .all(|(a, b)| a.to_json() == b.to_json())
-    });
     let text_identical = if databases {
         None
     } else {
-        let source_text = store
-            .block_on(store.persistence.read_raw(&id, None))
-            .ok()
-            .flatten()
-            .map(|r| r.content);
-        let dest_text = check
-            .block_on(check.persistence.read_raw(&id, None))
-            .ok()
-            .flatten()
-            .map(|r| r.content);
-        Some(source_text.is_some() && source_text == dest_text)
+        // Both logical texts are streamed, never held.
+        let source_text = source_file.as_deref().and_then(log_text_print);
+        Some(source_text.is_some() && source_text == dest_file.as_deref().and_then(log_text_print))
     };
     let from_bytes = stored_bytes(&store, &id, source_file.as_deref());
     let to_bytes = stored_bytes(&check, &id, dest_file.as_deref());
@@ -792,8 +866,8 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             ("id", Value::from(id.as_str())),
             ("from", side(&target.at, &source_file, from_bytes)),
             ("to", side(&dest_at, &dest_file, to_bytes)),
-            ("events", num(stored.events.len() as u64)),
-            ("batches", num(plan.len() as u64)),
+            ("events", num(event_count)),
+            ("batches", num(batch_count)),
             ("verified", Value::from(true)),
             ("eventsIdentical", Value::from(events_identical)),
             (
@@ -806,8 +880,8 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
         let s = out.style;
         out.line(&s.green(&format!(
             "converted {id}: {} in {}, {} → {}",
-            plural(stored.events.len() as u64, "event"),
-            plural(plan.len() as u64, "batch"),
+            plural(event_count, "event"),
+            plural(batch_count, "batch"),
             target.at.encoding(),
             dest_at.encoding()
         )))?;

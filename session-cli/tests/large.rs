@@ -129,3 +129,27 @@ fn large_sessions_stream_with_bounded_memory() {
         header.peak_kb
     );
 }
+
+// `convert` holds one copy of the session at a time: the source's events are fingerprinted
+// and dropped before the copy is read back, and both logical texts are streamed, never held.
+#[test]
+fn convert_holds_one_copy_of_the_session_at_a_time() {
+    let root = Temp::new("large-convert");
+    let file_bytes = common::write_large(root.path(), ID, TURNS, TEXT_BYTES);
+    let header = measure(root.path(), &["header", ID, "--json"]);
+    let dest = root.path().join("dest");
+    let dest = dest.to_str().unwrap();
+    let convert = measure(
+        root.path(),
+        &["--compression", "none", "convert", ID, dest, "--json"],
+    );
+    assert!(file_bytes > 10_000_000);
+    // A load, the copy's read-back and a few buffers; holding a second copy of the events or
+    // a logical text beside them exceeds this bound.
+    assert!(
+        convert.peak_kb < header.peak_kb * 3,
+        "convert peaked at {} kB, a load alone at {} kB",
+        convert.peak_kb,
+        header.peak_kb
+    );
+}
