@@ -734,9 +734,10 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
         // A database server: no file and no row sizes; the events are what is known.
         (0, 0, stored.events.len(), None)
     } else {
-        let raw = store
-            .block_on(store.persistence.read_raw(&id, None))
-            .map_err(|e| store.err(e, file.as_deref()))?;
+        let raw = with_spinner(format!("reading the logical text of {id}"), || {
+            store.block_on(store.persistence.read_raw(&id, None))
+        })
+        .map_err(|e| store.err(e, file.as_deref()))?;
         let plaintext = raw.as_ref().map_or(0, |r| r.content.len() as u64);
         let records = raw.as_ref().map_or(0, |r| {
             r.content
@@ -747,14 +748,14 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
         });
         drop(raw);
         let (file_bytes, frames) = match file.as_deref() {
-            Some(f) => {
+            Some(f) => with_spinner(format!("reading the file of {id}"), || {
                 let data = std::fs::read(f).map_err(|e| Error::io("read", f, &e))?;
                 let frames = (target.at.compression() == Some(Compression::Zstd))
                     .then(|| scan_zstd_frames(&data, None).ok())
                     .flatten()
                     .map(|scan| (scan.frames.len(), scan.torn_start.is_some()));
-                (data.len() as u64, frames)
-            }
+                Ok::<_, Error>((data.len() as u64, frames))
+            })?,
             None => (0, None),
         };
         (file_bytes, plaintext, records, frames)

@@ -927,8 +927,7 @@ pub(crate) fn seal(inv: &Invocation, out: &mut Out) -> Result<()> {
     let Some(jsonl) = store.jsonl() else {
         return Err(Error::usage("`seal` works on JSONL stores only"));
     };
-    let report = store
-        .block_on(jsonl.seal(&id))
+    let report = with_spinner(format!("sealing {id}"), || store.block_on(jsonl.seal(&id)))
         .map_err(|e| store.err(e, target.file.as_deref()))?;
     #[allow(clippy::cast_precision_loss)] // sizes far below 2^52
     let ratio = if report.bytes_after > 0 {

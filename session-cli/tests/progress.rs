@@ -74,9 +74,35 @@ fn progress_shows_bytes_rate_and_eta_on_a_terminal_only() {
     assert!(shown.contains("writing big into"), "{shown}");
     assert!(shown.contains("written"), "{shown}");
 
+    // stats shows every read it makes: the events, the logical text and the file
+    let shown = stderr_on_terminal(&["--root", root.str(), "stats", "big"], &stdout_file);
+    for label in [
+        "reading big",
+        "reading the logical text of big",
+        "reading the file of big",
+    ] {
+        assert!(shown.contains(label), "{label}: {shown}");
+    }
+    let doc = std::fs::read_to_string(&stdout_file).unwrap();
+    assert!(!doc.contains("reading"), "{doc}");
+
+    // seal shows its rewrite (on the zstd copy convert wrote)
+    let shown = stderr_on_terminal(
+        &["--root", dest.str(), "--compression", "zstd", "seal", "big"],
+        &stdout_file,
+    );
+    assert!(shown.contains("sealing big"), "{shown}");
+
     // not a terminal: nothing on stderr
     let piped = run_env(
         &["--root", root.str(), "header", "big"],
+        None,
+        &[("SESSIONCTL_PROGRESS_GRACE_MS", "0")],
+    )
+    .ok();
+    assert!(piped.stderr.is_empty(), "{}", piped.stderr);
+    let piped = run_env(
+        &["--root", root.str(), "stats", "big"],
         None,
         &[("SESSIONCTL_PROGRESS_GRACE_MS", "0")],
     )
