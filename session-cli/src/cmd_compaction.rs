@@ -421,9 +421,7 @@ pub(crate) fn uncompact(global: &Global, args: &UncompactArgs, out: &mut Out) ->
     };
     let child_messages = child.derive_messages().len();
     let seed_length = child.header().seed_length.unwrap_or(0);
-    let (shared, path) = publish_child(&store, child)?;
-    let header = shared.header();
-    let child_events = shared.seq();
+    let (header, child_events, path) = publish_child(&store, child)?;
     if global.json {
         let doc = obj([
             schema("uncompact"),

@@ -52,6 +52,7 @@ pub(crate) fn require_store(at: &StoreAt) -> Result<()> {
     match at {
         StoreAt::Jsonl { root, .. } => require_root(root),
         StoreAt::Sqlite { path } if path.is_file() => Ok(()),
+        StoreAt::Sqlite { path } if path.is_dir() => crate::store::check_database_path(path),
         // A server: connecting tells.
         StoreAt::Postgres { .. } => Ok(()),
         StoreAt::Sqlite { path } => Err(Error::failed_at(
@@ -123,12 +124,16 @@ pub(crate) fn prefix_at(events: &Events, at: Option<u64>, id: &str) -> Result<Ev
 /// `list`: every stored session, each with its error when it cannot be read; one damaged
 /// session never fails the listing (a layout error of the root does).
 pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let count = inv.flag("--count");
     let at = inv.global.store();
     require_store(&at)?;
     let store = Store::open(&at)?;
-    let rows = store
-        .block_on(session_web::list_rows(&store.persistence))
-        .map_err(|e| store.err(e, None))?;
+    // From the headers alone, unless `--count` asks for every log to be read.
+    let rows = with_spinner("listing sessions".to_owned(), || {
+        store
+            .block_on(session_web::list_rows(&store.persistence, count))
+            .map_err(|e| store.err(e, None))
+    })?;
     if inv.global.json {
         let sessions = Value::array(rows.iter().map(session_web::ListRow::to_json));
         let doc = obj([
@@ -139,6 +144,7 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
                 "compression",
                 opt_str(at.compression().map(Compression::as_str)),
             ),
+            ("counted", Value::from(count)),
             ("sessions", sessions),
         ]);
         write_doc(out, &doc)?;
@@ -151,13 +157,20 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
         })?;
     } else {
         let s = out.style;
-        let mut table_rows = vec![vec![
+        // Without `--count` the events column is left out (nothing was counted).
+        let keep = |mut row: Vec<String>| {
+            if !count {
+                row.remove(3);
+            }
+            row
+        };
+        let mut table_rows = vec![keep(vec![
             "id".to_owned(),
             "created (UTC)".to_owned(),
             "cwd".to_owned(),
             "events".to_owned(),
             "lineage".to_owned(),
-        ]];
+        ])];
         let mut unreadable = Vec::new();
         for r in &rows {
             let events = match (&r.events, &r.error) {
@@ -175,16 +188,17 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
                 (Some(p), None) => format!("← {}", escape_controls(p)),
                 _ => String::new(),
             };
-            table_rows.push(vec![
+            table_rows.push(keep(vec![
                 escape_controls(&m.id).into_owned(),
                 utc(m.created_at),
                 truncate(&escape_controls(m.cwd.as_deref().unwrap_or("-")), 40),
                 events,
                 lineage,
-            ]);
+            ]));
         }
         if table_rows.len() > 1 {
-            for line in table(&table_rows, &[3], s, "") {
+            let right: &[usize] = if count { &[3] } else { &[] };
+            for line in table(&table_rows, right, s, "") {
                 out.line(&line)?;
             }
         }
@@ -646,9 +660,10 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
         // A database server: no file and no row sizes; the events are what is known.
         (0, 0, stored.events.len(), None)
     } else {
-        let raw = store
-            .block_on(store.persistence.read_raw(&id, None))
-            .map_err(|e| store.err(e, file.as_deref()))?;
+        let raw = with_spinner(format!("reading the logical text of {id}"), || {
+            store.block_on(store.persistence.read_raw(&id, None))
+        })
+        .map_err(|e| store.err(e, file.as_deref()))?;
         let plaintext = raw.as_ref().map_or(0, |r| r.content.len() as u64);
         let records = raw.as_ref().map_or(0, |r| {
             r.content
@@ -659,14 +674,14 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
         });
         drop(raw);
         let (file_bytes, frames) = match file.as_deref() {
-            Some(f) => {
+            Some(f) => with_spinner(format!("reading the file of {id}"), || {
                 let data = std::fs::read(f).map_err(|e| Error::io("read", f, &e))?;
                 let frames = (target.at.compression() == Some(Compression::Zstd))
                     .then(|| scan_zstd_frames(&data, None).ok())
                     .flatten()
                     .map(|scan| (scan.frames.len(), scan.torn_start.is_some()));
-                (data.len() as u64, frames)
-            }
+                Ok::<_, Error>((data.len() as u64, frames))
+            })?,
             None => (0, None),
         };
         (file_bytes, plaintext, records, frames)
@@ -737,6 +752,9 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
         write_doc(out, &doc)?;
     } else {
         let s = out.style;
+        // A database server reports no sizes: say so rather than print "0 B" and "0.00x".
+        let sizes_known = rows.is_some() || store.jsonl().is_some();
+        let na = || "n/a (the server reports no sizes)".to_owned();
         let mut rows = vec![
             vec![s.bold("session"), escape_controls(&id).into_owned()],
             vec![
@@ -749,6 +767,7 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
                 },
             ],
             match &rows {
+                None if !sizes_known => vec![s.bold("on disk"), na()],
                 None => vec![
                     s.bold("on disk"),
                     format!(
@@ -770,7 +789,9 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
             },
             vec![
                 s.bold("plaintext"),
-                if rows.is_some() {
+                if !sizes_known {
+                    na()
+                } else if rows.is_some() {
                     format!(
                         "{} ({plaintext} bytes of row data as JSON)",
                         bytes(plaintext)
@@ -782,7 +803,14 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
                     )
                 },
             ],
-            vec![s.bold("ratio"), format!("{ratio:.2}x")],
+            vec![
+                s.bold("ratio"),
+                if sizes_known {
+                    format!("{ratio:.2}x")
+                } else {
+                    "n/a".to_owned()
+                },
+            ],
             vec![
                 s.bold("events"),
                 format!(

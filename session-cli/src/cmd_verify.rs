@@ -9,7 +9,7 @@ use session_persist::DetailedInspection;
 use crate::args::Invocation;
 use crate::error::{Error, Location, Result};
 use crate::json::{num, obj, opt_num, opt_str};
-use crate::output::{Out, truncate};
+use crate::output::{Out, plural, truncate};
 use crate::progress::with_spinner;
 use crate::store::{Store, StoreAt, compression_of, placement};
 
@@ -175,9 +175,10 @@ pub(crate) fn verify(inv: &Invocation, out: &mut Out) -> Result<()> {
         collect(Path::new(p), &mut files)?;
     }
     let total = files.len();
-    let results: Vec<FileResult> = with_spinner(format!("verifying {total} logs"), || {
-        files.iter().map(|f| verify_file(f, strict)).collect()
-    });
+    let results: Vec<FileResult> =
+        with_spinner(format!("verifying {}", plural(total as u64, "log")), || {
+            files.iter().map(|f| verify_file(f, strict)).collect()
+        });
     let failed = results.iter().filter(|r| !r.ok()).count();
     if inv.global.json {
         let files = Value::array(results.iter().map(|r| {
@@ -222,10 +223,10 @@ pub(crate) fn verify(inv: &Invocation, out: &mut Out) -> Result<()> {
             );
             if r.ok() {
                 out.line(&format!(
-                    "{} {label}: {} checks, {} events",
+                    "{} {label}: {}, {}",
                     s.green("ok  "),
-                    r.checks.len(),
-                    r.events.unwrap_or(0)
+                    plural(r.checks.len() as u64, "check"),
+                    plural(r.events.unwrap_or(0) as u64, "event")
                 ))?;
                 continue;
             }
@@ -267,7 +268,11 @@ pub(crate) fn verify(inv: &Invocation, out: &mut Out) -> Result<()> {
         })?;
     }
     if failed > 0 {
-        return Err(Error::Violations { sessions: failed });
+        let unreadable = results.iter().filter(|r| r.error.is_some()).count();
+        return Err(Error::Violations {
+            violated: failed - unreadable,
+            unreadable,
+        });
     }
     Ok(())
 }

@@ -17,7 +17,8 @@ use crate::args::{Database, StoreSpec, parse_store_spec};
 use crate::cmd_read::{inspect_events, open_target, require_store};
 use crate::error::{Error, Location, Result};
 use crate::json::{float, num, obj, opt_str};
-use crate::output::{Out, bytes};
+use crate::output::{Out, bytes, plural};
+use crate::progress::with_spinner;
 use crate::report::turns;
 use crate::store::{Store, StoreAt, Target, detect_root_compression, find_files};
 
@@ -177,6 +178,18 @@ async fn pump(
 ) -> Result<Tally> {
     let mut tally = Tally::default();
     let mut n = 0usize;
+    // Whether a turn is open: a `turn/end` with none open is refused (a turn cannot span two
+    // `append` runs: resuming a session closes its open turn as interrupted).
+    let mut turn_open = session
+        .events()
+        .iter()
+        .rev()
+        .find_map(|e| match e.event_type() {
+            "turn/start" => Some(true),
+            "turn/end" => Some(false),
+            _ => None,
+        })
+        .unwrap_or(false);
     while let Some(line) = lines.recv().await {
         n += 1;
         let line = line.map_err(|e| {
@@ -188,10 +201,25 @@ async fn pump(
         }
         match parse_line(text) {
             Ok(Line::Flush) => ack(&barrier(sink, session, accepted, hint).await?)?,
+            Ok(Line::Draft(draft)) if &*draft.ty == "turn/end" && !turn_open => {
+                tally.total += 1;
+                tally.rejected += 1;
+                let _ = writeln!(
+                    err,
+                    "sessionctl: line {n}: rejected: turn/end, but no turn is open (a turn cannot span two `append` runs: resuming a session closes its open turn as interrupted); start a new turn with turn/start"
+                );
+            }
             Ok(Line::Draft(draft)) => {
                 tally.total += 1;
                 match session.append(draft) {
-                    Ok(event) => accepted.push(event.seq(), n),
+                    Ok(event) => {
+                        match event.event_type() {
+                            "turn/start" => turn_open = true,
+                            "turn/end" => turn_open = false,
+                            _ => {}
+                        }
+                        accepted.push(event.seq(), n);
+                    }
                     Err(e) => {
                         tally.rejected += 1;
                         let _ = writeln!(err, "sessionctl: line {n}: rejected: {e}");
@@ -279,9 +307,12 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
         session
     };
 
+    // The last acknowledgement printed: the end of input repeats none.
+    let last_ack = std::cell::RefCell::new(String::new());
     let mut ack = |line: &str| -> Result<()> {
         out.line(line)?;
         out.flush()?;
+        line.clone_into(&mut last_ack.borrow_mut());
         Ok(())
     };
     let hint =
@@ -315,7 +346,10 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
             &mut err,
         )
         .await?;
-        ack(&barrier(sink, &session, &accepted, &hint).await?)?;
+        let last = barrier(sink, &session, &accepted, &hint).await?;
+        if *last_ack.borrow() != last {
+            ack(&last)?;
+        }
         Ok::<_, Error>(tally)
     })?;
     store.close()?;
@@ -376,24 +410,29 @@ fn boundary_hint(events: &Events, at: u64) -> Option<String> {
     })
 }
 
-/// Publishes a new child session through the store (`enter`, then `announce`, which makes
-/// persistence write its seed) and waits until it is durable; returns the live child and the
-/// file it was written to (JSONL stores).
+/// Writes a new child session (a fork or an uncompacted copy) into the store, in the batches
+/// a live loop writes (a new one at every `turn/start` and `step/start`), never as one frame
+/// of the whole child: the backend creates the log with the first batch and refuses an id
+/// that exists by then. Returns the child's header, its next seq and where it is stored.
 pub(crate) fn publish_child(
     store: &Store,
     child: session_surface::Session,
-) -> Result<(SharedSession, Option<PathBuf>)> {
-    let shared = SharedSession::new(child);
-    store.sessions.enter(&shared).map_err(|e| store_err(&e))?;
-    store.sessions.announce(&shared).map_err(|e| match e {
-        session_store::Error::Listener(inner) => Error::failed(inner.to_string(), None),
-        other => store_err(&other),
+) -> Result<(SessionHeader, u64, Option<PathBuf>)> {
+    let header = child.header().clone();
+    let child_events = child.seq();
+    let events: Vec<Event> = child.events().iter().cloned().collect();
+    drop(child);
+    with_spinner(format!("writing {}", header.id), || {
+        for (i, batch) in batches(&events).into_iter().enumerate() {
+            store
+                .block_on(store.backend.append_batch(&header, batch, i > 0))
+                .map_err(|e| store.err(e, None))?;
+        }
+        Ok::<(), Error>(())
     })?;
-    store
-        .block_on(store.sessions.flush(&shared))
-        .map_err(|e| Error::failed(format!("writing the child session failed: {e}"), None))?;
-    let path = store.persistence.locate(&shared.header()).map(|l| l.path);
-    Ok((shared, path))
+    drop(events);
+    let path = store.persistence.locate(&header).map(|l| l.path);
+    Ok((header, child_events, path))
 }
 
 /// `fork`.
@@ -434,9 +473,7 @@ pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
         None => Error::failed(format!("the fork child is invalid: {e}"), None),
     })?;
     let seed_length = child.header().seed_length.unwrap_or(0);
-    let (shared, path) = publish_child(&store, child)?;
-    let header = shared.header();
-    let child_events = shared.seq();
+    let (header, child_events, path) = publish_child(&store, child)?;
     if inv.global.json {
         let doc = obj([
             schema("fork"),
@@ -536,6 +573,28 @@ fn convert_dest(text: &str, source: &StoreAt, to: Option<Compression>) -> Result
         }),
         StoreSpec::Jsonl(root) => {
             let root = absolute(root);
+            // The root, or the first existing directory on its way, must be a directory:
+            // name the file in the way rather than report ENOTDIR from deep inside a write.
+            if let Some(blocker) = root.ancestors().find(|p| p.exists())
+                && !blocker.is_dir()
+            {
+                return Err(Error::failed_at(
+                    format!(
+                        "DEST {} is not a directory: {} is a file",
+                        root.display(),
+                        blocker.display()
+                    ),
+                    Some(
+                        "DEST is a JSONL root directory (created when missing), jsonl:DIR, \
+                         sqlite:PATH (a database file) or postgres://…"
+                            .into(),
+                    ),
+                    Location {
+                        file: Some(blocker.to_path_buf()),
+                        ..Location::default()
+                    },
+                ));
+            }
             let compression = to.unwrap_or_else(|| match source.compression() {
                 Some(c) => c.opposite(),
                 None => detect_root_compression(&root),
@@ -551,6 +610,79 @@ fn comparable_header(meta: &SessionHeader) -> SessionHeader {
     let mut meta = meta.clone();
     meta.delegation_depth.get_or_insert(0);
     meta
+}
+
+/// A 128-bit fingerprint of a byte stream (two salted `SipHash` passes), fed in pieces: how
+/// `convert` compares texts and events without holding both sides.
+struct Fingerprint(std::hash::DefaultHasher, std::hash::DefaultHasher);
+
+impl Fingerprint {
+    fn new() -> Fingerprint {
+        use std::hash::Hasher as _;
+        let mut a = std::hash::DefaultHasher::new();
+        let mut b = std::hash::DefaultHasher::new();
+        a.write_u8(0);
+        b.write_u8(1);
+        Fingerprint(a, b)
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        use std::hash::Hasher as _;
+        self.0.write(bytes);
+        self.1.write(bytes);
+    }
+
+    fn finish(&self) -> (u64, u64) {
+        use std::hash::Hasher as _;
+        (self.0.finish(), self.1.finish())
+    }
+}
+
+/// The fingerprint of `bytes`.
+fn fingerprint(bytes: &[u8]) -> (u64, u64) {
+    let mut f = Fingerprint::new();
+    f.update(bytes);
+    f.finish()
+}
+
+/// The fingerprint of a JSONL log's logical text, read as a stream (a `.zstd` file decoded
+/// as it is read); `None` when it cannot be read.
+fn log_text_print(path: &Path) -> Option<(u64, u64)> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut reader: Box<dyn std::io::Read> = if path.extension().is_some_and(|e| e == "zstd") {
+        Box::new(zstd::stream::read::Decoder::new(file).ok()?)
+    } else {
+        Box::new(file)
+    };
+    let mut f = Fingerprint::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                f.update(&buf[..n]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(f.finish())
+}
+
+/// A source event as `convert` compares its copy with it: the fingerprint of its JSON, and
+/// when a database is on either side, of its JSON in the live-append key order.
+struct EventPrint {
+    json: (u64, u64),
+    append: Option<(u64, u64)>,
+}
+
+impl EventPrint {
+    fn of(event: &Event, fixed_order: bool) -> EventPrint {
+        EventPrint {
+            json: fingerprint(event.to_json().as_bytes()),
+            append: fixed_order.then(|| fingerprint(event.in_append_order().to_json().as_bytes())),
+        }
+    }
 }
 
 /// What a session occupies in a store: its log file, or its rows.
@@ -605,9 +737,18 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             format!(
                 "session \"{id}\" has a torn tail; convert copies events unchanged and will not drop it"
             ),
-            Some(format!(
-                "run `sessionctl repair {id}` first (or `inspect` to see what it cuts)"
-            )),
+            Some(match (&source_file, target.outside) {
+                // `repair` writes, and refuses a file outside a store layout.
+                (Some(file), true) => format!(
+                    "`sessionctl repair {} --dry-run` shows what repair cuts; repair refuses a file outside a store layout, so copy it to <root>/<project>/{id}/ first and repair it there",
+                    file.display()
+                ),
+                _ => format!(
+                    "run `sessionctl {} repair {id}` first (or `sessionctl {} inspect {id}` to see what it cuts)",
+                    target.at.option(),
+                    target.at.option()
+                ),
+            }),
             source_location(),
         ));
     }
@@ -654,33 +795,53 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
         }
     }
     let dest = Store::open(&dest_at)?;
+    let event_count = stored.events.len() as u64;
     let plan = batches(&stored.events);
-    for (i, batch) in plan.iter().enumerate() {
-        dest.block_on(dest.backend.append_batch(&stored.meta, batch, i > 0))
-            .map_err(|e| dest.err(e, None))?;
-    }
+    let batch_count = plan.len() as u64;
+    with_spinner(format!("writing {id} into {}", dest_at.spec()), || {
+        for (i, batch) in plan.iter().enumerate() {
+            dest.block_on(dest.backend.append_batch(&stored.meta, batch, i > 0))
+                .map_err(|e| dest.err(e, None))?;
+        }
+        Ok::<(), Error>(())
+    })?;
+    drop(plan);
     let dest_file = dest.log_file(&stored.meta);
+    // SQLite rows give events back in the live-append key order.
+    let fixed_order = store.sqlite().is_some() || dest.sqlite().is_some();
     dest.close()?;
+    // The copy is compared with the source through fingerprints, so the source's events are
+    // dropped before the copy is read back: one session's events are held at a time.
+    let header = comparable_header(&stored.meta);
+    let prints: Vec<EventPrint> = stored
+        .events
+        .iter()
+        .map(|e| EventPrint::of(e, fixed_order))
+        .collect();
+    drop(stored);
     // Verify: a fresh backend reads back the same header and events.
     let check = Store::open(&dest_at)?;
-    let reread = check
-        .block_on(check.backend.load_stored(&id))
-        .map_err(|e| check.err(e, dest_file.as_deref()))?;
+    let reread = with_spinner(format!("reading the copy of {id} back"), || {
+        check
+            .block_on(check.backend.load_stored(&id))
+            .map_err(|e| check.err(e, dest_file.as_deref()))
+    })?;
     let databases = store.jsonl().is_none() || check.jsonl().is_none();
-    // SQLite rows give events back in the live-append key order.
-    let fixed_order = store.sqlite().is_some() || check.sqlite().is_some();
-    let same_event = |a: &Event, b: &Event| {
-        a == b || (fixed_order && a.in_append_order().to_json() == b.in_append_order().to_json())
-    };
-    let verified = reread.as_ref().is_some_and(|r| {
-        r.torn.is_none()
-            && comparable_header(&r.meta) == comparable_header(&stored.meta)
-            && r.events.len() == stored.events.len()
-            && r.events
-                .iter()
-                .zip(stored.events.iter())
-                .all(|(a, b)| same_event(a, b))
+    let (verified, events_identical) = reread.as_ref().map_or((false, false), |r| {
+        let same_length = r.events.len() == prints.len();
+        let mut verified = r.torn.is_none() && comparable_header(&r.meta) == header && same_length;
+        let mut identical = same_length;
+        for (a, b) in r.events.iter().zip(&prints) {
+            let json = fingerprint(a.to_json().as_bytes());
+            identical &= json == b.json;
+            verified &= json == b.json
+                || b.append
+                    .is_some_and(|p| p == fingerprint(a.in_append_order().to_json().as_bytes()));
+        }
+        (verified, identical)
     });
+    drop(reread);
+    drop(prints);
     if !verified {
         return Err(Error::failed_at(
             format!("the converted log of \"{id}\" does not read back identical"),
@@ -691,26 +852,12 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             },
         ));
     }
-    let events_identical = reread.as_ref().is_some_and(|r| {
-        r.events
-            .iter()
-            .zip(stored.events.iter())
-            .all(|(a, b)| a.to_json() == b.to_json())
-    });
     let text_identical = if databases {
         None
     } else {
-        let source_text = store
-            .block_on(store.persistence.read_raw(&id, None))
-            .ok()
-            .flatten()
-            .map(|r| r.content);
-        let dest_text = check
-            .block_on(check.persistence.read_raw(&id, None))
-            .ok()
-            .flatten()
-            .map(|r| r.content);
-        Some(source_text.is_some() && source_text == dest_text)
+        // Both logical texts are streamed, never held.
+        let source_text = source_file.as_deref().and_then(log_text_print);
+        Some(source_text.is_some() && source_text == dest_file.as_deref().and_then(log_text_print))
     };
     let from_bytes = stored_bytes(&store, &id, source_file.as_deref());
     let to_bytes = stored_bytes(&check, &id, dest_file.as_deref());
@@ -731,8 +878,8 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             ("id", Value::from(id.as_str())),
             ("from", side(&target.at, &source_file, from_bytes)),
             ("to", side(&dest_at, &dest_file, to_bytes)),
-            ("events", num(stored.events.len() as u64)),
-            ("batches", num(plan.len() as u64)),
+            ("events", num(event_count)),
+            ("batches", num(batch_count)),
             ("verified", Value::from(true)),
             ("eventsIdentical", Value::from(events_identical)),
             (
@@ -744,9 +891,9 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     } else {
         let s = out.style;
         out.line(&s.green(&format!(
-            "converted {id}: {} events in {} batches, {} → {}",
-            stored.events.len(),
-            plan.len(),
+            "converted {id}: {} in {}, {} → {}",
+            plural(event_count, "event"),
+            plural(batch_count, "batch"),
             target.at.encoding(),
             dest_at.encoding()
         )))?;
@@ -792,8 +939,7 @@ pub(crate) fn seal(inv: &Invocation, out: &mut Out) -> Result<()> {
     let Some(jsonl) = store.jsonl() else {
         return Err(Error::usage("`seal` works on JSONL stores only"));
     };
-    let report = store
-        .block_on(jsonl.seal(&id))
+    let report = with_spinner(format!("sealing {id}"), || store.block_on(jsonl.seal(&id)))
         .map_err(|e| store.err(e, target.file.as_deref()))?;
     #[allow(clippy::cast_precision_loss)] // sizes far below 2^52
     let ratio = if report.bytes_after > 0 {

@@ -32,6 +32,9 @@ use crate::store::{Store, StoreAt, Target, detect_root_compression};
 pub(crate) const DEMO_ID: &str = "demo";
 /// The fork child's id.
 pub(crate) const FORK_ID: &str = "demo-fork";
+
+/// The session the demo leaves as the crash left it (torn, unrepaired), for `repair`.
+pub(crate) const CRASHED_ID: &str = "demo-crashed";
 /// The demo's (synthetic) working directory.
 const DEMO_CWD: &str = "/demo/project";
 /// 2026-01-01T00:00:00Z: the scripted clock's start.
@@ -582,6 +585,7 @@ pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
     std::fs::create_dir_all(&root).map_err(|e| Error::io("create", &root, &e))?;
     let mut removed = remove_previous(&root, DEMO_ID)?;
     removed |= remove_previous(&root, FORK_ID)?;
+    removed |= remove_previous(&root, CRASHED_ID)?;
     out.line(&s.bold("sessionctl demo: a scripted agent session, a real crash, repair and fork"))?;
     out.line(&format!(
         "root {} ({} encoding){}",
@@ -600,15 +604,7 @@ pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
         "an agent writes the session (a separate process, write-behind + checkpoints)",
     )?;
     out.flush()?;
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::failed(format!("cannot find the sessionctl binary: {e}"), None))?;
-    let mut child = Command::new(exe)
-        .arg("--root")
-        .arg(&root)
-        .arg("--compression")
-        .arg(compression.as_str())
-        .arg("__demo-writer")
-        .arg(DEMO_ID)
+    let mut child = writer_process(&root, compression, DEMO_ID)?
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -697,7 +693,7 @@ pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
         {
             out.line(&format!(
                 "      \"{}\"",
-                truncate(&message_summary(m, 500), out.width.saturating_sub(8))
+                truncate(&message_summary(m, 500), out.layout_width.saturating_sub(8))
             ))?;
         }
     }
@@ -821,8 +817,30 @@ pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
     }
     store.close()?;
 
+    // The same writer again, under another id; this time nothing repairs it.
+    let status = writer_process(&root, compression, CRASHED_ID)?
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| Error::failed(format!("cannot run the writer process: {e}"), None))?;
+    if status.success() {
+        return Err(Error::failed(
+            "the writer exited normally; the demo expects it to die mid-turn",
+            None,
+        ));
+    }
+
     section(out, 6, "look around")?;
+    out.line(&format!(
+        "  {CRASHED_ID} is the same script crashed the same way, left unrepaired for `repair`:"
+    ))?;
     let r = root.display();
+    for cmd in [
+        format!("sessionctl --root {r} inspect {CRASHED_ID}"),
+        format!("sessionctl --root {r} repair {CRASHED_ID}"),
+    ] {
+        out.line(&format!("  {cmd}"))?;
+    }
+    out.line("  and the others:")?;
     for cmd in [
         format!("sessionctl --root {r} list"),
         format!("sessionctl --root {r} inspect {DEMO_ID}"),
@@ -835,6 +853,21 @@ pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
         out.line(&format!("  {cmd}"))?;
     }
     Ok(())
+}
+
+/// The command that runs the demo's writer process for session `id`.
+fn writer_process(root: &Path, compression: Compression, id: &str) -> Result<Command> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::failed(format!("cannot find the sessionctl binary: {e}"), None))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("--root")
+        .arg(root)
+        .arg("--compression")
+        .arg(compression.as_str())
+        .arg("__demo-writer")
+        .arg(id)
+        .stdin(Stdio::null());
+    Ok(cmd)
 }
 
 fn describe_exit(status: std::process::ExitStatus) -> String {
@@ -856,7 +889,7 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 /// Prints the surface (model view) and the transcript (human view) in two columns.
 fn side_by_side(out: &mut Out, events: &session_core::Events) -> Result<()> {
     let s: Style = out.style;
-    let col = (out.width.saturating_sub(5) / 2).max(30);
+    let col = (out.layout_width.saturating_sub(5) / 2).max(30);
     let fold = fold_surface(events.iter())
         .map_err(|e| Error::failed(format!("the demo surface does not fold: {e}"), None))?;
     let left: Vec<String> = fold

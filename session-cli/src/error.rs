@@ -62,8 +62,10 @@ pub(crate) enum Error {
     },
     /// `verify` found violations (already reported on stdout).
     Violations {
-        /// How many sessions failed.
-        sessions: usize,
+        /// How many sessions were read and violated an invariant.
+        violated: usize,
+        /// How many session logs could not be read at all.
+        unreadable: usize,
     },
     /// Writing the output failed (a closed pipe ends the command quietly).
     Output(io::Error),
@@ -189,8 +191,12 @@ impl Error {
     pub(crate) fn hint(&self) -> Option<String> {
         match self {
             Error::Usage { .. } => Some("run `sessionctl help` for the commands and options".into()),
-            Error::Persist { error, store, .. } => persist_hint(error, store),
+            Error::Persist { error, store, .. } => persist_hint(error, store, &self.location()),
             Error::Fork { hint, .. } | Error::Failed { hint, .. } => hint.clone(),
+            Error::Violations { violated: 0, .. } => Some(
+                "each FAIL line says why the file could not be read; the files were not changed"
+                    .into(),
+            ),
             Error::Violations { .. } => Some(
                 "each violation names the invariant and what was observed; the files were not changed"
                     .into(),
@@ -270,11 +276,22 @@ impl fmt::Display for Error {
             Error::Usage { message } | Error::Failed { message, .. } => f.write_str(message),
             Error::Persist { error, .. } => fmt::Display::fmt(error, f),
             Error::Fork { error, .. } => fmt::Display::fmt(error, f),
-            Error::Violations { sessions } => write!(
-                f,
-                "{sessions} session{} violated invariants",
-                if *sessions == 1 { "" } else { "s" }
-            ),
+            Error::Violations {
+                violated,
+                unreadable,
+            } => {
+                let plural = |n: usize| if n == 1 { "" } else { "s" };
+                match (*violated, *unreadable) {
+                    (v, 0) => write!(f, "{v} session{} violated invariants", plural(v)),
+                    (0, u) => write!(f, "{u} session log{} could not be read", plural(u)),
+                    (v, u) => write!(
+                        f,
+                        "{v} session{} violated invariants and {u} session log{} could not be read",
+                        plural(v),
+                        plural(u)
+                    ),
+                }
+            }
             Error::Output(e) => write!(f, "cannot write the output: {e}"),
         }
     }
@@ -347,9 +364,17 @@ fn io_hint(e: &io::Error) -> String {
     }
 }
 
-/// What to do about a persistence failure: chosen by its [`ErrorKind`], refined for the kinds
-/// whose remedy depends on what exactly is damaged or refused.
-fn persist_hint(error: &PersistError, store: &StoreAt) -> Option<String> {
+/// What to do about a persistence failure: chosen by its [`ErrorKind`], refined by where the
+/// failure is ([`PersistError::position`]: a line, a byte of the file, a seq, an artifact) and
+/// by the store the command opened. `loc` is the failure's full location (with the byte
+/// offset of a line of a plain file).
+fn persist_hint(error: &PersistError, store: &StoreAt, loc: &Location) -> Option<String> {
+    if let StoreAt::Postgres { url, .. } = store
+        && matches!(error.kind(), ErrorKind::Backend | ErrorKind::Io)
+    {
+        return Some(postgres_hint(error, url));
+    }
+    let at = error.position().unwrap_or_default();
     Some(match error.kind() {
         ErrorKind::NotFound => match store {
             StoreAt::Jsonl { root, .. } => format!(
@@ -365,74 +390,147 @@ fn persist_hint(error: &PersistError, store: &StoreAt) -> Option<String> {
         ErrorKind::AlreadyExists => {
             "choose another session id, or remove the existing session first".into()
         }
-        ErrorKind::Corrupt => corrupt_hint(error),
-        ErrorKind::FormatUnsupported => unsupported_hint(error),
-        ErrorKind::Invalid => return invalid_hint(error, store),
+        ErrorKind::Corrupt => corrupt_hint(&at, loc),
+        ErrorKind::FormatUnsupported => unsupported_hint(&at, loc),
+        ErrorKind::Invalid => return invalid_hint(&at, store),
         ErrorKind::Locked => {
             "another process is writing this session; wait for it to finish".into()
         }
         ErrorKind::LeaseLost => "another writer changed this session since it was read; nothing was written: run the command again on the current state".into(),
-        ErrorKind::Io => match error {
-            PersistError::Io { source, .. } => io_hint(source),
-            _ => "check the file system (space, permissions, mounts) and retry".into(),
+        ErrorKind::Io => match io_source(error) {
+            Some(source) => io_hint(source),
+            None => "check the file system (space, permissions, mounts) and retry".into(),
         },
         _ => return None,
     })
 }
 
-/// The remedy for damaged stored data: where the damage is decides what can be cut.
-fn corrupt_hint(error: &PersistError) -> String {
-    match error {
-        PersistError::DuplicateId { .. } => "the same id is stored under two project directories; move one of them to another root".into(),
-        PersistError::UnparsableCommitted { .. } | PersistError::SeqGap { .. } => "the damage is before the log's last turn/end, so it is not a torn tail and repair will not cut it; keep a copy, cut the file before that line, then run `sessionctl repair`".into(),
-        PersistError::ZstdStructure { .. } | PersistError::ZstdFrame { .. } | PersistError::ZstdTornRecord | PersistError::ZstdHeaderFrameLines => "a complete Zstandard frame is damaged (only a torn final frame is recoverable); frames before the given byte are intact: keep a copy, cut the file at that byte, then run `sessionctl repair`".into(),
-        PersistError::EmptyLog { .. } | PersistError::HeaderNotJson | PersistError::NotSessionHeader | PersistError::InvalidRawHeader { .. } => "the first line must be the session header record; this file is not a usable session log".into(),
-        PersistError::IdentityMismatch { .. } | PersistError::IdentityPath { .. } | PersistError::UnnameableHeader { .. } => "the file is not where its header says it belongs (<root>/<project of cwd>/<id>/); move it there, or pass the file from its own root".into(),
-        _ => "the stored data reads but does not form a valid session; nothing was changed".into(),
+/// The first [`io::Error`] in a failure's source chain.
+fn io_source(error: &PersistError) -> Option<&io::Error> {
+    let mut next = std::error::Error::source(error);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            return Some(io);
+        }
+        next = e.source();
     }
+    None
+}
+
+/// `line N` with `(byte B)` when the offset counts in the file itself.
+fn line_at(line: u64, loc: &Location) -> String {
+    match loc.offset {
+        Some(offset) if !loc.in_plaintext => format!("line {line} (byte {offset})"),
+        _ if loc.in_plaintext => format!("line {line} of the decompressed log"),
+        _ => format!("line {line}"),
+    }
+}
+
+/// The remedy for damaged stored data: where the damage is decides what can be cut.
+fn corrupt_hint(at: &session_persist::Position, loc: &Location) -> String {
+    match (at.line, at.offset, at.seq.or(loc.seq), &at.path) {
+        (Some(1), ..) => "line 1 must be the session header record; this file is not a usable session log".into(),
+        (Some(line), ..) => format!(
+            "{} is damaged before the log's last turn/end, so it is not a torn tail and repair will not cut it; keep a copy, cut the file before that line, then run `sessionctl repair`",
+            line_at(line, loc)
+        ),
+        (None, Some(offset), ..) => format!(
+            "a complete Zstandard frame is damaged at byte {offset} (only a torn final frame is recoverable); the frames before it are intact: keep a copy, cut the file at byte {offset}, then run `sessionctl repair`"
+        ),
+        (None, None, Some(seq), _) => format!(
+            "the stored event at seq {seq} does not form a valid session event; nothing was changed"
+        ),
+        (None, None, None, Some(_)) => "the file's header does not match where it is stored (<root>/<project of cwd>/<id>/); move the file there, or pass the file from its own root".into(),
+        (None, None, None, None) => "the stored data does not form a valid session (the message says what is wrong; a log whose first line is not the session header record is not usable at all); nothing was changed".into(),
+    }
+}
+
+/// Whether `path` names a session log of the store layout (`session.jsonl[.zstd]`).
+fn is_layout_log(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n == "session.jsonl" || n == "session.jsonl.zstd")
 }
 
 /// The remedy for a format this build refuses.
-fn unsupported_hint(error: &PersistError) -> String {
-    match error {
-        PersistError::FlatLayout { path } => format!(
-            "the stray log {} refuses every command on this root: a session log must live at <root>/<project>/<session id>/session.jsonl[.zstd]; move it into its own session directory, or out of the root",
-            path.display()
+fn unsupported_hint(at: &session_persist::Position, loc: &Location) -> String {
+    match (at.line, at.seq, &at.path) {
+        (Some(line), ..) => format!(
+            "{} holds text this build cannot represent; read it with a build that supports it",
+            line_at(line, loc)
         ),
-        PersistError::RetiredHeaderFields => {
-            "the header was written by an older harness with retired fields; no upgrade path exists"
-                .into()
-        }
-        PersistError::LegacyEvent { .. } => {
-            "the log holds a retired event shape that no longer has an upgrade path".into()
-        }
-        PersistError::FormatUnsupported {
-            refusal: session_persist::FormatRefusal::UnknownType { .. },
-            ..
-        } => "the log was written by a newer harness; read it with a newer sessionctl".into(),
-        PersistError::FormatUnsupported { .. } => {
+        (None, Some(seq), _) => format!(
+            "the event at seq {seq} has a type or shape this build does not read: a newer harness's type (read it with a newer sessionctl) or a retired shape with no upgrade path"
+        ),
+        (None, None, Some(path)) if is_layout_log(path) => {
             "the log format version is not 0; read it with a build that supports that version"
                 .into()
         }
-        _ => {
-            "this build cannot represent what the log holds; read it with a build that supports it"
-                .into()
-        }
+        (None, None, Some(path)) => format!(
+            "the stray log {} refuses every command on this root: a session log must live at <root>/<project>/<session id>/session.jsonl[.zstd]; move it into its own session directory, or out of the root",
+            path.display()
+        ),
+        (None, None, None) => "the header uses a format version or retired fields this build refuses (no upgrade path exists for retired fields); read it with a build that supports it".into(),
     }
 }
 
-/// The remedy for refused input or configuration, when there is one to give.
-fn invalid_hint(error: &PersistError, store: &StoreAt) -> Option<String> {
+/// The remedy for refused input or configuration, when there is one to give: a directory
+/// another user can write, or a log of the other encoding than the root is opened with.
+fn invalid_hint(at: &session_persist::Position, store: &StoreAt) -> Option<String> {
+    let path = at.path.as_deref()?;
+    if path.is_dir() {
+        return Some(
+            "another local user can write into this directory; run `chmod go-w` on it".into(),
+        );
+    }
     let zstd = store.is_zstd();
-    match error {
-        PersistError::EncodingMismatch { .. } => Some(format!(
-            "this root is opened as --compression {}; pass --compression {} to read the file, or re-encode it with `sessionctl convert`",
-            if zstd { "zstd" } else { "none" },
-            if zstd { "none" } else { "zstd" },
-        )),
-        PersistError::PermissiveDirectory { .. } => {
-            Some("another local user can write into this directory; run `chmod go-w` on it".into())
+    let file_zstd = path.extension().is_some_and(|e| e == "zstd");
+    (matches!(store, StoreAt::Jsonl { .. }) && file_zstd != zstd).then(|| format!(
+        "this root is opened as --compression {}; pass --compression {} to read the file, or re-encode it with `sessionctl convert`",
+        if zstd { "zstd" } else { "none" },
+        if zstd { "none" } else { "zstd" },
+    ))
+}
+
+/// The server a `PostgreSQL` URL names (`HOST:PORT`, port 5432 when not given), without the
+/// user info.
+pub(crate) fn postgres_server(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if host.is_empty() { "localhost" } else { host };
+    let has_port = host
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()) && !host.ends_with(']'));
+    if has_port {
+        host.to_owned()
+    } else {
+        format!("{host}:5432")
+    }
+}
+
+/// The causes below a failure's own text, joined, leaving out those its text already shows.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut shown = error.to_string();
+    let mut parts = Vec::new();
+    let mut next = error.source();
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !shown.contains(&text) {
+            shown.push_str(&text);
+            parts.push(text);
         }
-        _ => None,
+        next = e.source();
+    }
+    parts.join(": ")
+}
+
+/// Names the server and the underlying cause of a `PostgreSQL` failure.
+fn postgres_hint(error: &PersistError, url: &str) -> String {
+    let cause = causes(error);
+    let server = postgres_server(url);
+    if cause.is_empty() {
+        format!("server {server}; check that it runs and accepts this connection")
+    } else {
+        format!("server {server}: {cause}; check that it runs and accepts this connection")
     }
 }

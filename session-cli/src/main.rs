@@ -1,7 +1,7 @@
 //! `sessionctl` owns the command line of the session layer: it inspects, repairs, forks,
 //! converts and verifies stored agent sessions, appends to them, and runs a demo.
 //!
-//! Primary pieces: the hand-written argument parser (`args`), session resolution and the
+//! Primary pieces: the argument parser (`args`, clap derive), session resolution and the
 //! store (`store`: a JSONL root or a `SQLite` database named by `--store`; an id, a session
 //! directory or a session file), the inspect report (`report`), one module per command group,
 //! and the crate's `Error`, which carries the file, line, byte offset or seq of a failure and
@@ -24,7 +24,6 @@
 //! $ printf '%s\n' '{"type":"turn/start","data":{"turn":1}}' '{"flush":true}' \
 //!     | sessionctl append notes --create --cwd /work/notes
 //! {"flushed":0}
-//! {"flushed":0}
 //! ```
 //!
 //! Exit codes: 0 success, 1 failure or violation, 2 usage error. See `docs/cli.md`.
@@ -33,6 +32,8 @@ mod append_failure;
 mod args;
 mod cmd_compaction;
 mod cmd_import;
+mod cmd_completions;
+mod cmd_man;
 mod cmd_read;
 mod cmd_serve;
 mod cmd_verify;
@@ -42,17 +43,20 @@ mod demo;
 mod error;
 mod json;
 mod output;
+mod pager;
 mod progress;
 mod render;
 mod report;
+mod stdin_session;
 mod store;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+use args::ColorWhen;
 use args::{Invocation, Parsed};
 use error::{Error, Result};
-use output::{Out, Style, colour_allowed};
+use output::{Out, Style};
 
 fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
     match inv.command {
@@ -109,12 +113,34 @@ fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
     }
 }
 
-fn report_error(e: &Error, json: bool, no_color: bool) {
+/// Replaces a `-` operand of a reading command by a spooled copy of stdin.
+fn spool_stdin(inv: &mut Invocation) -> Result<Option<stdin_session::Spooled>> {
+    if !stdin_session::READERS.contains(&inv.command) {
+        return Ok(None);
+    }
+    // `convert - DEST`: only the source; `verify`: any operand.
+    let last = if inv.command == "verify" {
+        inv.operands.len()
+    } else {
+        1
+    };
+    let Some(i) = inv.operands[..last.min(inv.operands.len())]
+        .iter()
+        .position(|o| o == "-")
+    else {
+        return Ok(None);
+    };
+    let spooled = stdin_session::spool(std::io::stdin().lock())?;
+    inv.operands[i] = spooled.file.to_string_lossy().into_owned();
+    Ok(Some(spooled))
+}
+
+fn report_error(e: &Error, json: bool, color: ColorWhen) {
     let mut err = std::io::stderr().lock();
     if json {
         let _ = writeln!(err, "{}", e.to_json().to_json());
     } else {
-        let colour = colour_allowed(std::io::stderr().is_terminal(), no_color);
+        let colour = color.allows(std::io::stderr().is_terminal());
         let style = Style::new(colour);
         let text = e.render(&|s| style.red(s));
         let _ = write!(err, "{}", output::sanitize_line(&text, colour));
@@ -133,42 +159,56 @@ fn main() -> ExitCode {
                         bad.to_string_lossy()
                     )),
                     false,
-                    false,
+                    ColorWhen::Auto,
                 );
                 return ExitCode::from(2);
             }
         }
     }
     let json_requested = argv.iter().any(|a| a == "--json");
-    let no_color = argv.iter().any(|a| a == "--no-color");
+    let color = ColorWhen::scan(&argv);
+    let done = |result: Result<()>| match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report_error(&e, json_requested, color);
+            ExitCode::from(e.exit_code())
+        }
+    };
     let inv = match args::parse(argv) {
-        Ok(Parsed::Help(text)) => {
+        Ok(Parsed::Print(text)) => {
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
             return ExitCode::SUCCESS;
         }
-        Ok(Parsed::Version) => {
-            let _ = writeln!(
-                std::io::stdout().lock(),
-                "sessionctl {}",
-                env!("CARGO_PKG_VERSION")
-            );
-            return ExitCode::SUCCESS;
+        Ok(Parsed::Completions(c)) => {
+            return done(cmd_completions::completions(
+                &c,
+                &mut std::io::stdout().lock(),
+            ));
         }
+        Ok(Parsed::Man(m)) => return done(cmd_man::man(&m, &mut std::io::stdout().lock())),
         Ok(Parsed::Run(inv)) => inv,
-        Err(e) => {
-            report_error(&e, json_requested, no_color);
-            return ExitCode::from(e.exit_code());
-        }
+        Err(e) => return done(Err(e)),
     };
     store::set_allow_permissive_dirs(inv.global.allow_permissive_dirs);
-    let mut out = Out::stdout(inv.global.no_color);
-    let result = run(&inv, &mut out).and_then(|()| out.flush().map_err(Error::from));
+    let mut inv = inv;
+    // `-`: a session file from stdin, spooled for the command and removed after it.
+    let _spooled = match spool_stdin(&mut inv) {
+        Ok(s) => s,
+        Err(e) => return done(Err(e)),
+    };
+    let mut out = if pager::PAGED.contains(&inv.command) && !inv.global.json && !inv.global.no_pager
+    {
+        Out::paged(inv.global.color)
+    } else {
+        Out::stdout(inv.global.color)
+    };
+    let result = run(&inv, &mut out).and_then(|()| out.finish().map_err(Error::from));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = out.flush();
-            report_error(&e, inv.global.json, inv.global.no_color);
+            let _ = out.finish();
+            report_error(&e, inv.global.json, inv.global.color);
             ExitCode::from(e.exit_code())
         }
     }

@@ -2,7 +2,7 @@
 //! truncation.
 
 use std::borrow::Cow;
-use std::io::{self, BufWriter, IsTerminal, Stdout, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 
 /// Whether `c` is a control character a terminal may act on: C0 (U+0000–U+001F) except the
 /// layout characters newline and tab, DEL (U+007F) and C1 (U+0080–U+009F, which some terminals
@@ -73,12 +73,6 @@ pub(crate) fn sanitize_line(s: &str, colour: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Whether colour is allowed for a stream: a terminal, `NO_COLOR` unset or empty, and no
-/// `--no-color`.
-pub(crate) fn colour_allowed(is_terminal: bool, no_color_flag: bool) -> bool {
-    is_terminal && !no_color_flag && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
-
 /// ANSI styling, or none.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Style {
@@ -137,27 +131,84 @@ impl Style {
 
 /// Buffered standard output with its style and width.
 pub(crate) struct Out {
-    w: BufWriter<Stdout>,
+    w: BufWriter<Box<dyn Write>>,
+    /// The pager the output goes through, if any.
+    pager: Option<std::process::Child>,
     /// The style for stdout.
     pub(crate) style: Style,
-    /// The text width to wrap at.
+    /// The text width to wrap and clip at: the terminal's, or unbounded ([`UNBOUNDED`]) when
+    /// stdout is not a terminal and `COLUMNS` is not set.
     pub(crate) width: usize,
+    /// The width to lay columns out in (always finite): the terminal's, else `COLUMNS`, else
+    /// 100.
+    pub(crate) layout_width: usize,
+}
+
+/// The wrap width of output that is not a terminal: no wrapping, no clipping.
+pub(crate) const UNBOUNDED: usize = usize::MAX / 4;
+
+/// `COLUMNS`, when set to a usable width (at least 40).
+fn columns_env() -> Option<usize> {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+        .filter(|w| *w >= 40)
+}
+
+/// The widths for stdout: `(wrap width, layout width)`. On a terminal both are the
+/// terminal's width (asked of the terminal, so shells that do not export `COLUMNS` still
+/// get it); elsewhere an explicit `COLUMNS` is honoured, and without it nothing is wrapped.
+pub(crate) fn widths(is_terminal: bool) -> (usize, usize) {
+    let terminal = if is_terminal {
+        terminal_size::terminal_size()
+            .map(|(w, _)| usize::from(w.0))
+            .filter(|w| *w >= 20)
+    } else {
+        None
+    };
+    match terminal.or_else(columns_env) {
+        Some(w) => (w, w),
+        None if is_terminal => (100, 100),
+        None => (UNBOUNDED, 100),
+    }
 }
 
 impl Out {
     /// Standard output; colour when it is a terminal and colour is not disabled.
-    pub(crate) fn stdout(no_color: bool) -> Out {
+    pub(crate) fn stdout(color: crate::args::ColorWhen) -> Out {
         let terminal = io::stdout().is_terminal();
-        let width = std::env::var("COLUMNS")
-            .ok()
-            .and_then(|c| c.parse::<usize>().ok())
-            .filter(|w| *w >= 40)
-            .unwrap_or(100);
+        let (width, layout_width) = widths(terminal);
         Out {
-            w: BufWriter::with_capacity(64 * 1024, io::stdout()),
-            style: Style::new(colour_allowed(terminal, no_color)),
+            w: BufWriter::with_capacity(64 * 1024, Box::new(io::stdout())),
+            pager: None,
+            style: Style::new(color.allows(terminal)),
             width,
+            layout_width,
         }
+    }
+
+    /// Standard output through the pager ([`crate::pager`]) when stdout is a terminal and a
+    /// pager starts; plain standard output otherwise.
+    pub(crate) fn paged(color: crate::args::ColorWhen) -> Out {
+        let mut out = Out::stdout(color);
+        if io::stdout().is_terminal()
+            && let Some((child, stdin)) = crate::pager::spawn()
+        {
+            out.w = BufWriter::with_capacity(64 * 1024, Box::new(stdin));
+            out.pager = Some(child);
+        }
+        out
+    }
+
+    /// Flushes, closes the pager's input and waits for the person to quit it.
+    pub(crate) fn finish(&mut self) -> io::Result<()> {
+        let flushed = self.w.flush();
+        if let Some(mut child) = self.pager.take() {
+            // Dropping the old writer closes the pipe: the pager sees the end of its input.
+            self.w = BufWriter::new(Box::new(io::sink()));
+            let _ = child.wait();
+        }
+        flushed
     }
 
     /// Writes one line (control characters escaped, see [`sanitize_line`]).
@@ -173,7 +224,7 @@ impl Out {
     }
 
     /// The raw writer, for streamed JSON.
-    pub(crate) fn writer(&mut self) -> &mut BufWriter<Stdout> {
+    pub(crate) fn writer(&mut self) -> &mut BufWriter<Box<dyn Write>> {
         &mut self.w
     }
 }
@@ -255,6 +306,19 @@ pub(crate) fn table(
             if r == 0 { style.bold(&line) } else { line }
         })
         .collect()
+}
+
+/// `n` and the noun, plural unless `n` is 1: `1 event`, `2 events`, `0 logs`.
+pub(crate) fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else if noun.ends_with("ch") || noun.ends_with('s') {
+        format!("{n} {noun}es")
+    } else if let Some(stem) = noun.strip_suffix('y') {
+        format!("{n} {stem}ies")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// Wraps text to `width` columns, keeping its own line breaks; long words are split.
@@ -414,6 +478,25 @@ mod tests {
         // One pass to measure the word and one to cut it: a quadratic cut would visit about
         // 800,000² / (2 × 96) ≈ 3.3e9 characters.
         assert!(work <= 2 * 800_000 + 96, "visited {work} characters");
+    }
+
+    #[test]
+    fn plurals_follow_the_count() {
+        assert_eq!(plural(1, "event"), "1 event");
+        assert_eq!(plural(0, "event"), "0 events");
+        assert_eq!(plural(2, "batch"), "2 batches");
+        assert_eq!(plural(1, "batch"), "1 batch");
+        assert_eq!(plural(3, "entry"), "3 entries");
+    }
+
+    #[test]
+    fn output_that_is_not_a_terminal_is_not_wrapped() {
+        // (COLUMNS unset in the test environment is not guaranteed: only the terminal case
+        // with no size and the pipe case without COLUMNS are pure.)
+        if std::env::var_os("COLUMNS").is_none() {
+            assert_eq!(widths(false), (UNBOUNDED, 100));
+            assert_eq!(wrap(&"word ".repeat(100), widths(false).0).len(), 1);
+        }
     }
 
     #[test]

@@ -578,6 +578,46 @@ impl Backing {
     }
 }
 
+/// Refuses a database path that is a directory, or whose parent's parent is missing: a
+/// write creates at most the database's own directory, never a chain of them (a mistyped
+/// `sqlite:/nonexistent/dir/x.db` must not create `/nonexistent`).
+pub(crate) fn check_database_path(path: &Path) -> Result<()> {
+    let at = |p: &Path| Location {
+        file: Some(p.to_path_buf()),
+        ..Location::default()
+    };
+    if path.is_dir() {
+        return Err(Error::failed_at(
+            format!(
+                "store database {} is a directory, not a database file",
+                path.display()
+            ),
+            Some(
+                "pass --store sqlite:PATH naming a database file, e.g. sqlite:DIR/sessions.db"
+                    .into(),
+            ),
+            at(path),
+        ));
+    }
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let grandparent = parent.parent().unwrap_or(Path::new("/"));
+    if !parent.exists() && !grandparent.is_dir() {
+        return Err(Error::failed_at(
+            format!(
+                "the directory {} holding the database's directory does not exist",
+                grandparent.display()
+            ),
+            Some(format!(
+                "sessionctl creates at most the database's own directory ({}); create {} first or fix the path",
+                parent.display(),
+                grandparent.display()
+            )),
+            at(grandparent),
+        ));
+    }
+    Ok(())
+}
+
 /// The single-threaded runtime a store runs on.
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
@@ -616,6 +656,9 @@ impl Store {
                 "the database path {} is not valid UTF-8",
                 path.display()
             )));
+        }
+        if let StoreAt::Sqlite { path } = at {
+            check_database_path(path)?;
         }
         let rt = runtime()?;
         let backing = Backing::open(at, &rt).map_err(|error| Error::Persist {

@@ -5,9 +5,8 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 
-use common::{BIN, Temp, run, run_in};
+use common::{Temp, run, run_in};
 
 const TURN_1: &str = r#"{"type":"turn/start","data":{"turn":1}}
 {"type":"user/message","data":{"id":"u1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}},"surfaceOp":"append"}
@@ -120,24 +119,7 @@ fn append_creates_acknowledges_flushes_and_rejects_bad_lines() {
 #[test]
 fn flush_acknowledgement_arrives_while_input_is_still_open() {
     let root = Temp::new("append-live");
-    let mut child = Command::new(BIN)
-        .args([
-            "--root",
-            root.str(),
-            "--compression",
-            "none",
-            "append",
-            "live",
-            "--create",
-            "--cwd",
-            "/w",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (mut child, mut stdin) = common::spawn_append(root.path(), "live");
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     writeln!(stdin, r#"{{"type":"turn/start","data":{{"turn":1}}}}"#).unwrap();
     writeln!(stdin, r#"{{"type":"todo/write","data":{{"todos":[]}}}}"#).unwrap();
@@ -192,7 +174,8 @@ fn an_empty_new_session_writes_nothing() {
         Some("{\"flush\":true}\n"),
     )
     .ok();
-    assert_eq!(r.stdout, "{\"flushed\":null}\n{\"flushed\":null}\n");
+    // one line for the barrier; the end of input repeats no acknowledgement
+    assert_eq!(r.stdout, "{\"flushed\":null}\n");
     let listed = run(&["--root", root.str(), "list", "--json"]).ok().json();
     assert_eq!(
         listed["sessions"],
@@ -207,24 +190,7 @@ fn an_empty_new_session_writes_nothing() {
 #[test]
 fn an_unflushed_event_is_on_disk_within_a_second() {
     let root = Temp::new("append-behind");
-    let mut child = Command::new(BIN)
-        .args([
-            "--root",
-            root.str(),
-            "--compression",
-            "none",
-            "append",
-            "behind",
-            "--create",
-            "--cwd",
-            "/w",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (mut child, mut stdin) = common::spawn_append(root.path(), "behind");
     writeln!(stdin, r#"{{"type":"turn/start","data":{{"turn":1}}}}"#).unwrap();
     stdin.flush().unwrap();
     let sent = std::time::Instant::now();
@@ -291,4 +257,41 @@ fn drafts_that_readers_refuse_are_rejected_and_ignorable_plugin_events_reload() 
     assert_eq!(inspect["eventCount"], 3);
     assert_eq!(inspect["countsByType"]["x-plugin/note"], 1);
     run(&["--root", root.str(), "verify", root.str()]).ok();
+}
+
+/// A turn cannot span two `append` runs: resuming closes the open turn as interrupted, and a
+/// later `turn/end` for it is refused (exit 1, naming the line), so a turn never has two
+/// `turn/end` events.
+#[test]
+fn a_turn_end_with_no_open_turn_is_refused() {
+    let root = Temp::new("append-span");
+    let args = [
+        "--root",
+        root.str(),
+        "--compression",
+        "none",
+        "append",
+        "span",
+    ];
+    run_in(
+        &[&args[..], &["--create", "--cwd", "/w"]].concat(),
+        Some("{\"type\":\"turn/start\",\"data\":{\"turn\":1}}\n"),
+    )
+    .ok();
+    let end = "{\"type\":\"turn/end\",\"data\":{\"turn\":1,\"reason\":{\"kind\":\"completed\"}}}\n";
+    let r = run_in(&args, Some(end));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("line 1: rejected: turn/end, but no turn is open"),
+        "{}",
+        r.stderr
+    );
+    let file = root.path().join("--w--/span/session.jsonl");
+    let text = std::fs::read_to_string(file).unwrap();
+    assert_eq!(text.matches("\"turn/end\"").count(), 1, "{text}");
+    assert!(text.contains("interrupted"), "{text}");
+    // a new turn is accepted, and its turn/end
+    let next = "{\"type\":\"turn/start\",\"data\":{\"turn\":2}}\n{\"type\":\"turn/end\",\"data\":{\"turn\":2,\"reason\":{\"kind\":\"completed\"}}}\n";
+    run_in(&args, Some(next)).ok();
 }

@@ -351,7 +351,7 @@ fn check_fork_and_convert(name: &str) {
             );
         }
     }
-    let listed = cmd(&["list", "--json"]).ok().json();
+    let listed = cmd(&["list", "--count", "--json"]).ok().json();
     let sessions = listed["sessions"].as_array().unwrap();
     let parent = sessions.iter().find(|s| s["id"] == id).unwrap();
     assert_eq!(

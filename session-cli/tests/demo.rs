@@ -63,11 +63,28 @@ fn demo_crashes_repairs_and_forks() {
 
     let listed = run(&["--root", root.str(), "list", "--json"]).ok().json();
     let sessions = listed["sessions"].as_array().unwrap();
-    assert_eq!(sessions.len(), 2);
+    assert_eq!(sessions.len(), 3);
     assert_eq!(sessions[0]["id"], "demo");
-    assert_eq!(sessions[1]["id"], "demo-fork");
-    assert_eq!(sessions[1]["parentSession"], "demo");
+    assert_eq!(sessions[1]["id"], "demo-crashed");
+    assert_eq!(sessions[2]["id"], "demo-fork");
+    assert_eq!(sessions[2]["parentSession"], "demo");
     assert_eq!(listed["compression"], "zstd");
+
+    // `demo-crashed` is left as the crash left it: the tour's `repair` has work to do.
+    let crashed = run(&["--root", root.str(), "inspect", "demo-crashed", "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        crashed["closers"].as_array().map(Vec::len),
+        Some(4),
+        "{crashed}"
+    );
+    let repaired = run(&["--root", root.str(), "repair", "demo-crashed"]).ok();
+    assert!(
+        repaired.stdout.contains("appended 4 closers"),
+        "{}",
+        repaired.stdout
+    );
 
     let inspect = run(&["--root", root.str(), "inspect", "demo", "--json"])
         .ok()
@@ -193,7 +210,7 @@ fn demo_crashes_repairs_and_forks() {
 
     let verified = run(&["verify", "--strict", root.str()]).ok();
     assert!(
-        verified.stdout.contains("3 passed, 0 failed"),
+        verified.stdout.contains("4 passed, 0 failed"),
         "{}",
         verified.stdout
     );

@@ -15,43 +15,6 @@ const ID: &str = "large";
 const TURNS: usize = 500;
 const TEXT_BYTES: usize = 12_000;
 
-/// Writes a plain log of `TURNS` turns, each a user and an assistant message of about
-/// `TEXT_BYTES` bytes (about 12 MB of message text in all).
-fn write_large(root: &Path) -> u64 {
-    let dir = root.join("--big--").join(ID);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut text = String::from(
-        r#"{"type":"session","version":0,"id":"large","createdAt":1767225600000,"cwd":"/big","delegationDepth":0}"#,
-    );
-    text.push('\n');
-    let filler: String = "lorem ipsum dolor sit amet ".repeat(TEXT_BYTES / 27);
-    let mut seq = 0;
-    for t in 1..=TURNS {
-        let lines = [
-            format!(r#"{{"type":"turn/start","seq":{seq},"time":0,"data":{{"turn":{t}}}}}"#),
-            format!(
-                r#"{{"type":"user/message","seq":{},"time":0,"data":{{"id":"u{t}","role":"user","content":[{{"type":"text","text":"question {t}: {filler}"}}],"source":{{"kind":"user"}}}},"surfaceOp":"append"}}"#,
-                seq + 1
-            ),
-            format!(
-                r#"{{"type":"assistant/message","seq":{},"time":0,"data":{{"turn":{t},"step":1,"message":{{"id":"a{t}","role":"assistant","content":[{{"type":"text","text":"answer {t}: {filler}"}}],"source":{{"kind":"model","provider":"p","model":"m"}}}}}},"surfaceOp":"append"}}"#,
-                seq + 2
-            ),
-            format!(
-                r#"{{"type":"turn/end","seq":{},"time":0,"data":{{"turn":{t},"reason":{{"kind":"completed"}}}}}}"#,
-                seq + 3
-            ),
-        ];
-        for l in lines {
-            text.push_str(&l);
-            text.push('\n');
-        }
-        seq += 4;
-    }
-    std::fs::write(dir.join("session.jsonl"), &text).unwrap();
-    text.len() as u64
-}
-
 /// Peak resident memory (`VmHWM`, kB) of a process, sampled until it exits.
 fn peak_kb(pid: u32) -> u64 {
     let path = format!("/proc/{pid}/status");
@@ -110,7 +73,7 @@ fn measure(root: &Path, args: &[&str]) -> Measured {
 #[test]
 fn large_sessions_stream_with_bounded_memory() {
     let root = Temp::new("large");
-    let file_bytes = write_large(root.path());
+    let file_bytes = common::write_large(root.path(), ID, TURNS, TEXT_BYTES);
     assert!(file_bytes > 10_000_000);
 
     // Baseline: the same load with a tiny output.
@@ -163,6 +126,30 @@ fn large_sessions_stream_with_bounded_memory() {
     assert!(
         header.peak_kb * 1024 < file_bytes * 8,
         "a load of {file_bytes} bytes peaked at {} kB",
+        header.peak_kb
+    );
+}
+
+// `convert` holds one copy of the session at a time: the source's events are fingerprinted
+// and dropped before the copy is read back, and both logical texts are streamed, never held.
+#[test]
+fn convert_holds_one_copy_of_the_session_at_a_time() {
+    let root = Temp::new("large-convert");
+    let file_bytes = common::write_large(root.path(), ID, TURNS, TEXT_BYTES);
+    let header = measure(root.path(), &["header", ID, "--json"]);
+    let dest = root.path().join("dest");
+    let dest = dest.to_str().unwrap();
+    let convert = measure(
+        root.path(),
+        &["--compression", "none", "convert", ID, dest, "--json"],
+    );
+    assert!(file_bytes > 10_000_000);
+    // A load, the copy's read-back and a few buffers; holding a second copy of the events or
+    // a logical text beside them exceeds this bound.
+    assert!(
+        convert.peak_kb < header.peak_kb * 3,
+        "convert peaked at {} kB, a load alone at {} kB",
+        convert.peak_kb,
         header.peak_kb
     );
 }

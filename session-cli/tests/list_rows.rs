@@ -38,7 +38,7 @@ fn list_shows_newer_older_and_damaged_sessions_as_rows_with_their_error() {
     plant(&root, "older", &header("older", "-1"));
     let garbage = plant(&root, "garbage", "{not json");
     let root_s = root.to_str().unwrap();
-    let args = ["--root", root_s, "--compression", "none", "list"];
+    let args = ["--root", root_s, "--compression", "none", "list", "--count"];
 
     let listed = run(&[&args[..], &["--json"]].concat()).ok().json();
     let sessions = listed["sessions"].as_array().unwrap();
@@ -145,4 +145,44 @@ fn a_copy_at_another_path_fails_list_as_in_the_reference() {
             first.display()
         )
     );
+}
+
+/// `list` reads only the headers: a log damaged after its header lists cleanly, with no
+/// event count; `--count` reads every log, counts its events and reports the damage.
+#[test]
+fn list_reads_headers_and_count_reads_every_log() {
+    let temp = Temp::new("list-count");
+    let root = temp.path().join("root");
+    plant(&root, "good", &header("good", "0"));
+    let damaged = plant(&root, "damaged", &header("damaged", "0"));
+    let text = std::fs::read_to_string(&damaged).unwrap();
+    let broken = text.replacen(r#"{"type":"turn/start""#, "{garbage", 1);
+    std::fs::write(&damaged, broken).unwrap();
+    let root_s = root.to_str().unwrap();
+    let fast = run(&["--root", root_s, "list", "--json"]).ok().json();
+    assert_eq!(fast["counted"], false);
+    for s in fast["sessions"].as_array().unwrap() {
+        assert!(s["events"].is_null(), "{s}");
+        assert!(s["error"].is_null(), "{s}");
+    }
+    let human = run(&["--root", root_s, "list"]).ok();
+    assert!(!human.stdout.contains("events"), "{}", human.stdout);
+    assert!(human.stdout.contains("damaged"), "{}", human.stdout);
+    let counted = run(&["--root", root_s, "list", "--count", "--json"])
+        .ok()
+        .json();
+    assert_eq!(counted["counted"], true);
+    let row = |id: &str| {
+        counted["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("good")["events"], 2);
+    assert!(row("damaged")["error"].is_string(), "{counted}");
+    let human = run(&["--root", root_s, "list", "--count"]).ok();
+    assert!(human.stdout.contains("events"), "{}", human.stdout);
 }

@@ -81,6 +81,26 @@ fn assert_error(run: &common::Run, expected: &Value, root: &str, ctx: &str) {
     }
 }
 
+/// A hint about damaged or refused stored data names the place it tells to act on: the line
+/// (and in a plain file its byte), else the byte of the damaged Zstandard frame, else the seq.
+fn assert_hint_names_position(err: &Value, name: &str) {
+    if !matches!(err["kind"].as_str(), Some("corrupt" | "format_unsupported")) {
+        return;
+    }
+    let hint = err["hint"].as_str().unwrap();
+    let in_text = err["inPlaintext"] == true;
+    if let Some(line) = err["line"].as_u64() {
+        assert!(hint.contains(&format!("line {line}")), "{name}: {hint}");
+        if let (Some(offset), false) = (err["offset"].as_u64(), in_text) {
+            assert!(hint.contains(&format!("(byte {offset})")), "{name}: {hint}");
+        }
+    } else if let (Some(offset), false) = (err["offset"].as_u64(), in_text) {
+        assert!(hint.contains(&format!("byte {offset}")), "{name}: {hint}");
+    } else if let Some(seq) = err["seq"].as_u64() {
+        assert!(hint.contains(&format!("seq {seq}")), "{name}: {hint}");
+    }
+}
+
 fn check_case(name: &str) {
     let dir = corpus().join("negative").join(name);
     let expected = read_json(&dir.join("expected.json"));
@@ -145,6 +165,7 @@ fn check_case(name: &str) {
         if message.contains("(seq ") || message.contains(" at seq ") {
             assert!(err["seq"].as_u64().is_some(), "{name}: seq");
         }
+        assert_hint_names_position(&err, name);
     }
 
     // repair (load semantics)
@@ -353,4 +374,49 @@ fn help_and_version_exit_0() {
     assert!(r.stdout.contains("inspect SESSION"), "{}", r.stdout);
     let r = run(&["--version"]).ok();
     assert!(r.stdout.starts_with("sessionctl "));
+}
+
+// A refused configuration's hint follows what the position names: a log of the other encoding
+// than the root is opened with, or a directory other users can write.
+#[test]
+fn refused_configuration_hints_follow_the_named_path() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let temp = Temp::new("refusals");
+    common::write_large(temp.path(), "plain", 1, 10);
+    let r = run(&[
+        "--root",
+        temp.str(),
+        "--compression",
+        "zstd",
+        "inspect",
+        "plain",
+        "--json",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let err = r.json_error();
+    assert_eq!(err["kind"], "invalid", "{err}");
+    let hint = err["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("opened as --compression zstd; pass --compression none"),
+        "{hint}"
+    );
+    let project = temp.path().join("--big--");
+    std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let r = run(&[
+        "--root",
+        temp.str(),
+        "--compression",
+        "none",
+        "inspect",
+        "plain",
+        "--json",
+    ]);
+    std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let err = r.json_error();
+    assert_eq!(err["kind"], "invalid", "{err}");
+    assert!(
+        err["hint"].as_str().unwrap().contains("chmod go-w"),
+        "{err}"
+    );
 }

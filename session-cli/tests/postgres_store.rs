@@ -217,4 +217,19 @@ fn take_over_after_a_killed_append() {
     .ok();
     let listed = run(&["--store", &store, "--json", "list"]).ok();
     assert!(listed.stdout.contains("held"), "{}", listed.stdout);
+/// `stats` on a `PostgreSQL` store prints "n/a" for the sizes the server does not report,
+/// not "0 B" and "0.00x".
+#[test]
+fn postgres_stats_print_na_for_unknown_sizes() {
+    let Some(schema) = Schema::create("postgres_stats_na") else {
+        return;
+    };
+    let store = schema.store();
+    let root = Temp::new("postgres-stats");
+    run(&["--root", root.str(), "demo"]).ok();
+    run(&["--root", root.str(), "convert", "demo", &store]).ok();
+    let r = run(&["--store", &store, "stats", "demo"]).ok();
+    assert!(r.stdout.contains("n/a"), "{}", r.stdout);
+    assert!(!r.stdout.contains("0.00x"), "{}", r.stdout);
+    assert!(!r.stdout.contains("0 B"), "{}", r.stdout);
 }

@@ -18,8 +18,10 @@ fn on_terminal(args: &[&str], no_color: Option<&str>) -> String {
         line.push('\'');
     }
     let mut cmd = Command::new("script");
+    // `cat` as the pager: what reaches the terminal, without waiting for keys.
     cmd.args(["-qec", &line, "/dev/null"])
-        .env_remove("NO_COLOR");
+        .env_remove("NO_COLOR")
+        .env("PAGER", "cat");
     if let Some(v) = no_color {
         cmd.env("NO_COLOR", v);
     }

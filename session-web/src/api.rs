@@ -118,7 +118,8 @@ impl WebState {
         if !refresh && let Some(v) = self.inner.list.lock().expect("list lock").clone() {
             return Ok(v);
         }
-        let rows = crate::list::list_rows(&self.inner.persistence)
+        // The list page shows event counts and torn tails: every log is read, as `list --count` does.
+        let rows = crate::list::list_rows(&self.inner.persistence, true)
             .await
             .map_err(|e| Error::storage("listing the store", e))?;
         let doc = obj([

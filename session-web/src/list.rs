@@ -15,7 +15,7 @@ pub struct ListRow {
     pub meta: Option<SessionHeader>,
     /// The log file (JSONL stores).
     pub file: Option<String>,
-    /// Stored events (`None`: the log cannot be read).
+    /// Stored events (`None`: not counted, or the log cannot be read).
     pub events: Option<usize>,
     /// Whether storage has a torn tail `load` would cut.
     pub torn: bool,
@@ -25,7 +25,12 @@ pub struct ListRow {
 
 /// Lists every stored session, oldest first; sessions whose header cannot be read come last,
 /// by file. One damaged session never fails the listing; a layout error of the store does.
-pub async fn list_rows(persistence: &Persistence) -> session_persist::Result<Vec<ListRow>> {
+/// With `count`, every log is read for its event count and torn tail; without it, the rows
+/// come from the headers alone (`events` is `None`, `torn` is `false`).
+pub async fn list_rows(
+    persistence: &Persistence,
+    count: bool,
+) -> session_persist::Result<Vec<ListRow>> {
     let listed = persistence.list_entries(None).await?;
     let mut rows = Vec::with_capacity(listed.len());
     for entry in listed {
@@ -52,10 +57,14 @@ pub async fn list_rows(persistence: &Persistence) -> session_persist::Result<Vec
                 .locate(&meta)
                 .map(|l| l.path.display().to_string())
         });
-        let (events, torn, error) = match persistence.backend().load_stored(&meta.id).await {
-            Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
-            Ok(None) => (None, false, Some("vanished while listing".to_owned())),
-            Err(e) => (None, false, Some(e.to_string())),
+        let (events, torn, error) = if count {
+            match persistence.backend().load_stored(&meta.id).await {
+                Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
+                Ok(None) => (None, false, Some("vanished while listing".to_owned())),
+                Err(e) => (None, false, Some(e.to_string())),
+            }
+        } else {
+            (None, false, None)
         };
         rows.push(ListRow {
             meta: Some(meta),

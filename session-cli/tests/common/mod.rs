@@ -82,10 +82,18 @@ pub fn run(args: &[&str]) -> Run {
 
 /// Runs `sessionctl args…` feeding `stdin`.
 pub fn run_in(args: &[&str], stdin: Option<&str>) -> Run {
+    run_env(args, stdin, &[])
+}
+
+/// Runs `sessionctl args…` feeding `stdin`, with `env` set (`NO_COLOR`, `CLICOLOR_FORCE`
+/// and `COLUMNS` are unset unless `env` sets them).
+pub fn run_env(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
         .env_remove("COLUMNS")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(if stdin.is_some() {
@@ -206,4 +214,66 @@ pub fn parallel<T: Sync>(items: &[T], workers: usize, f: impl Fn(&T) + Sync) {
 /// Decompresses every frame of a zstd file.
 pub fn unzstd(path: &Path) -> Vec<u8> {
     zstd::stream::decode_all(std::fs::File::open(path).unwrap()).unwrap()
+}
+
+/// Writes a plain log `<root>/--big--/<id>/session.jsonl` of `turns` turns, each a user and
+/// an assistant message of about `text_bytes` bytes; returns its size.
+pub fn write_large(root: &Path, id: &str, turns: usize, text_bytes: usize) -> u64 {
+    let dir = root.join("--big--").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":1767225600000,"cwd":"/big","delegationDepth":0}}"#
+    );
+    text.push('\n');
+    let filler: String = "lorem ipsum dolor sit amet ".repeat(text_bytes / 27);
+    let mut seq = 0;
+    for t in 1..=turns {
+        let lines = [
+            format!(r#"{{"type":"turn/start","seq":{seq},"time":0,"data":{{"turn":{t}}}}}"#),
+            format!(
+                r#"{{"type":"user/message","seq":{},"time":0,"data":{{"id":"u{t}","role":"user","content":[{{"type":"text","text":"question {t}: {filler}"}}],"source":{{"kind":"user"}}}},"surfaceOp":"append"}}"#,
+                seq + 1
+            ),
+            format!(
+                r#"{{"type":"assistant/message","seq":{},"time":0,"data":{{"turn":{t},"step":1,"message":{{"id":"a{t}","role":"assistant","content":[{{"type":"text","text":"answer {t}: {filler}"}}],"source":{{"kind":"model","provider":"p","model":"m"}}}}}},"surfaceOp":"append"}}"#,
+                seq + 2
+            ),
+            format!(
+                r#"{{"type":"turn/end","seq":{},"time":0,"data":{{"turn":{t},"reason":{{"kind":"completed"}}}}}}"#,
+                seq + 3
+            ),
+        ];
+        for l in lines {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        seq += 4;
+    }
+    std::fs::write(dir.join("session.jsonl"), &text).unwrap();
+    text.len() as u64
+}
+
+/// Starts `sessionctl --root ROOT --compression none append ID --create --cwd /w` with its
+/// stdin, stdout and stderr piped, for tests that feed drafts while it runs; returns the
+/// child and its stdin.
+pub fn spawn_append(root: &Path, id: &str) -> (std::process::Child, std::process::ChildStdin) {
+    let mut child = Command::new(BIN)
+        .arg("--root")
+        .arg(root)
+        .args([
+            "--compression",
+            "none",
+            "append",
+            id,
+            "--create",
+            "--cwd",
+            "/w",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    (child, stdin)
 }
