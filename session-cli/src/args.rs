@@ -748,10 +748,14 @@ fn raw(command: Command) -> std::result::Result<Raw, Box<Parsed>> {
             }
             r
         }
-        C::Serve(a) => Raw::new("serve", "[--bind ADDR:PORT] [--open] [--allow-remote]", false)
-            .flag("--open", a.open)
-            .flag("--allow-remote", a.allow_remote)
-            .value("--bind", a.bind),
+        C::Serve(a) => Raw::new(
+            "serve",
+            "[--bind ADDR:PORT] [--open] [--allow-remote]",
+            false,
+        )
+        .flag("--open", a.open)
+        .flag("--allow-remote", a.allow_remote)
+        .value("--bind", a.bind),
         C::View(a) => Raw::new("view", "SESSION -o FILE.html [--no-redact]", false)
             .operand(a.session.session)
             .flag("--no-redact", a.no_redact)

@@ -31,8 +31,8 @@
 mod append_failure;
 mod args;
 mod cmd_compaction;
-mod cmd_import;
 mod cmd_completions;
+mod cmd_import;
 mod cmd_man;
 mod cmd_read;
 mod cmd_serve;

@@ -217,6 +217,8 @@ fn take_over_after_a_killed_append() {
     .ok();
     let listed = run(&["--store", &store, "--json", "list"]).ok();
     assert!(listed.stdout.contains("held"), "{}", listed.stdout);
+}
+
 /// `stats` on a `PostgreSQL` store prints "n/a" for the sizes the server does not report,
 /// not "0 B" and "0.00x".
 #[test]

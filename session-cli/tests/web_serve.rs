@@ -263,12 +263,12 @@ fn serving_every_store_changes_no_file_and_no_row() {
     let r = root.str();
     let db = root.path().join("sessions.db");
     let db_spec = format!("sqlite:{}", db.display());
-    for id in ["demo", "demo-fork", crashed.as_str()] {
+    for id in ["demo", "demo-crashed", "demo-fork", crashed.as_str()] {
         run(&["--root", r, "convert", id, &db_spec]).ok();
     }
     let pg = pg_schema("serving_every_store_changes_no_file_and_no_row");
     if let Some((_, spec)) = &pg {
-        for id in ["demo", "demo-fork", crashed.as_str()] {
+        for id in ["demo", "demo-crashed", "demo-fork", crashed.as_str()] {
             run(&["--root", r, "convert", id, spec]).ok();
         }
     }
@@ -293,7 +293,8 @@ fn serving_every_store_changes_no_file_and_no_row() {
             .iter()
             .map(|s| s["id"].as_str().unwrap())
             .collect();
-        assert_eq!(ids.len(), 3, "{store:?}: {ids:?}");
+        // The demo leaves `demo`, its fork and `demo-crashed` (unrepaired); plus the corpus crash.
+        assert_eq!(ids.len(), 4, "{store:?}: {ids:?}");
         let summary = get_json(&url, &format!("/api/sessions/{crashed}"));
         let closers = summary["closers"].as_array().unwrap();
         assert!(!closers.is_empty(), "{store:?}: no closers shown");
@@ -324,11 +325,14 @@ fn a_non_loopback_bind_is_a_usage_error() {
         assert_eq!(r.code, 2, "{bind}: {}", r.stderr);
         assert!(r.stderr.contains("--allow-remote"), "{}", r.stderr);
     }
-    for bad in ["localhost", "127.0.0.1", "127.0.0.1:99999", ""] {
+    for bad in ["localhost", "127.0.0.1", "127.0.0.1:99999"] {
         let r = run(&["--root", root.str(), "serve", "--bind", bad]);
         assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
         assert!(r.stderr.contains("--bind expects"), "{}", r.stderr);
     }
+    let r = run(&["--root", root.str(), "serve", "--bind", ""]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--bind is empty"), "{}", r.stderr);
 }
 
 #[test]
