@@ -399,6 +399,27 @@ fn race(test: &str, mode: &str, compression_name: &str) {
     );
 }
 
+/// Serializes the tests that check lock release inside this process against the tests that
+/// start writer processes. A child between `fork` and `exec` holds a copy of every open file
+/// descriptor of this process, so a `flock` released here stays held until that child has
+/// exec'd (close-on-exec closes its copy then). The tests below expect a lock to be free the
+/// moment it is released, which only holds while no process is being started.
+static SPAWNING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Held by a test that starts processes (any number may run together).
+fn spawning() -> std::sync::RwLockReadGuard<'static, ()> {
+    SPAWNING
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Held by a test that expects a released lock to be free at once (runs alone among these).
+fn exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    SPAWNING
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 macro_rules! race_tests {
     ($($name:ident: $mode:literal, $compression:literal;)*) => {$(
         #[test]
@@ -407,6 +428,7 @@ macro_rules! race_tests {
                 writer(&spec);
                 return;
             }
+            let _spawning = spawning();
             race(stringify!($name), $mode, $compression);
         }
     )*};
@@ -428,6 +450,7 @@ race_tests! {
 /// positions, writes nothing and keeps no lock; reloading and acquiring again succeeds.
 #[test]
 fn a_stale_writer_is_refused_with_both_positions_and_writes_nothing() {
+    let _exclusive = exclusive();
     for (compression, name) in [(Compression::None, "none"), (Compression::Zstd, "zstd")] {
         let tmp = TempDir::new(&format!("stale-{name}"));
         let root = tmp.path().join("root");
@@ -492,6 +515,7 @@ fn a_stale_writer_is_refused_with_both_positions_and_writes_nothing() {
 /// second service over it cannot resume the session; after the first releases, it can.
 #[test]
 fn a_second_instance_in_this_process_is_refused_at_open() {
+    let _exclusive = exclusive();
     for (compression, name) in [(Compression::None, "none"), (Compression::Zstd, "zstd")] {
         let tmp = TempDir::new(&format!("same-process-{name}"));
         let root = tmp.path().join("root");
@@ -537,6 +561,7 @@ fn a_second_instance_in_this_process_is_refused_at_open() {
 /// registered for creation and not yet published), until the first retires it.
 #[test]
 fn a_second_service_over_the_same_instance_is_refused_at_open() {
+    let _exclusive = exclusive();
     for (compression, name) in [(Compression::None, "none"), (Compression::Zstd, "zstd")] {
         let tmp = TempDir::new(&format!("shared-instance-{name}"));
         let root = tmp.path().join("root");
@@ -615,6 +640,7 @@ fn a_second_service_over_the_same_instance_is_refused_at_open() {
 /// stale (nothing written, no duplicate seq) once the first service wrote more and let go.
 #[test]
 fn a_hot_reload_adoption_opens_at_its_first_append_against_what_it_read() {
+    let _exclusive = exclusive();
     for (compression, name) in [(Compression::None, "none"), (Compression::Zstd, "zstd")] {
         let tmp = TempDir::new(&format!("hot-reload-{name}"));
         let root = tmp.path().join("root");
