@@ -3,12 +3,12 @@
 //! them and leaves exactly the file the reference's `load()` leaves.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{Temp, corpus, corpus_index, events_of, parallel, place, read_json, run, unzstd};
+use crate::common::{
+    Temp, corpus, corpus_index, events_of, parallel, place, read_json, run, unzstd,
+};
 use serde_json::Value;
 
 /// Every log of the corpus index (none when the corpus is absent and skipping is allowed).

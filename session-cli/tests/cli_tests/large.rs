@@ -2,14 +2,12 @@
 //! bounded by the session itself (output is streamed, never built as one string).
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Temp};
+use crate::common::{BIN, Temp};
 
 const ID: &str = "large";
 const TURNS: usize = 500;
@@ -73,7 +71,7 @@ fn measure(root: &Path, args: &[&str]) -> Measured {
 #[test]
 fn large_sessions_stream_with_bounded_memory() {
     let root = Temp::new("large");
-    let file_bytes = common::write_large(root.path(), ID, TURNS, TEXT_BYTES);
+    let file_bytes = crate::common::write_large(root.path(), ID, TURNS, TEXT_BYTES);
     assert!(file_bytes > 10_000_000);
 
     // Baseline: the same load with a tiny output.
@@ -135,7 +133,7 @@ fn large_sessions_stream_with_bounded_memory() {
 #[test]
 fn convert_holds_one_copy_of_the_session_at_a_time() {
     let root = Temp::new("large-convert");
-    let file_bytes = common::write_large(root.path(), ID, TURNS, TEXT_BYTES);
+    let file_bytes = crate::common::write_large(root.path(), ID, TURNS, TEXT_BYTES);
     let header = measure(root.path(), &["header", ID, "--json"]);
     let dest = root.path().join("dest");
     let dest = dest.to_str().unwrap();

@@ -2,9 +2,7 @@
 //! step/start), never the whole session as one frame.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
-use common::{Temp, run};
+use crate::common::{Temp, run};
 
 fn frames(root: &str, id: &str) -> u64 {
     let stats = run(&["--root", root, "stats", id, "--json"]).ok().json();

@@ -5,15 +5,13 @@
 //! are shown escaped, and one very long word wraps in linear time.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Temp, run, run_in};
+use crate::common::{BIN, Temp, run, run_in};
 
 /// One closed turn with a user message holding `text`.
 fn turn(text: &str) -> String {
@@ -71,7 +69,7 @@ fn names(dir: &Path) -> Vec<String> {
 }
 
 /// Runs `sessionctl` with `TMPDIR` set.
-fn run_with_tmpdir(tmpdir: &Path, args: &[&str]) -> common::Run {
+fn run_with_tmpdir(tmpdir: &Path, args: &[&str]) -> crate::common::Run {
     let out = Command::new(BIN)
         .args(args)
         .env("TMPDIR", tmpdir)
@@ -80,7 +78,7 @@ fn run_with_tmpdir(tmpdir: &Path, args: &[&str]) -> common::Run {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    common::Run {
+    crate::common::Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

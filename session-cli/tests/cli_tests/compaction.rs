@@ -10,13 +10,11 @@
 
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Temp, corpus, corpus_index, place, read_json, run};
+use crate::common::{Temp, corpus, corpus_index, place, read_json, run};
 use serde_json::Value;
 
 fn messages(root: &str, id: &str, at: Option<u64>) -> Vec<(u64, Value)> {
@@ -305,7 +303,7 @@ fn refusals_name_what_is_wrong() {
         r#"{"flush":true}"#,
         "\n"
     );
-    common::run_in(
+    crate::common::run_in(
         &["--root", r, "append", "s", "--create", "--cwd", "/w"],
         Some(drafts),
     )

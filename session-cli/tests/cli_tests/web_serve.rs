@@ -8,8 +8,6 @@
 
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -19,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{BIN, Temp, corpus, place, run, run_in};
+use crate::common::{BIN, Temp, corpus, place, run, run_in};
 use serde_json::Value;
 use session_persist_postgres::tokio_postgres::{self, NoTls};
 
@@ -153,7 +151,7 @@ fn read_everything(url: &str) -> Value {
 fn stage(root: &Path) -> String {
     run(&["--root", root.to_str().unwrap(), "demo"]).ok();
     let dir = corpus().join(CRASHED);
-    let expected = common::read_json(&dir.join("expected.json"));
+    let expected = crate::common::read_json(&dir.join("expected.json"));
     let rel = expected["jsonl"]["relativePath"].as_str().unwrap();
     place(
         &dir.join("session.jsonl.zstd"),

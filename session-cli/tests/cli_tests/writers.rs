@@ -16,14 +16,12 @@
 //! `SESSION_WRITER_ROUNDS` overrides the number of rounds (default 200).
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Temp, run_in, unzstd};
+use crate::common::{BIN, Temp, run_in, unzstd};
 use serde_json::Value;
 
 fn rounds() -> usize {

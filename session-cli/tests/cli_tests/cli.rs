@@ -3,11 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::path::Path;
 
-use common::{Temp, run, run_env};
+use crate::common::{Temp, run, run_env};
 
 /// The visible commands, as `sessionctl help` lists them.
 const COMMANDS: &[&str] = &[
@@ -191,7 +189,7 @@ fn empty_operands_are_refused_everywhere() {
     ] {
         let mut full = vec!["--root", root.str()];
         full.extend(args.iter());
-        let out = std::process::Command::new(common::BIN)
+        let out = std::process::Command::new(crate::common::BIN)
             .args(&full)
             .current_dir(cwd.path())
             .stdin(std::process::Stdio::null())

@@ -1,12 +1,10 @@
 //! `-` as SESSION reads a session file from stdin, plain or zstd, and leaves nothing behind.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use common::{BIN, Temp, run, unzstd};
+use crate::common::{BIN, Temp, run, unzstd};
 
 fn with_stdin(args: &[&str], input: &[u8]) -> (i32, String, String) {
     let mut child = Command::new(BIN)

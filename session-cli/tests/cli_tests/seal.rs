@@ -2,11 +2,9 @@
 //! are handled as documented.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::fmt::Write as _;
 
-use common::{Temp, run, run_in};
+use crate::common::{Temp, run, run_in};
 
 /// `turns` turns, with a flush barrier after every event (one zstd frame per event).
 fn drafts(turns: u64, close_last: bool) -> String {

@@ -3,11 +3,9 @@
 //! made by util-linux `script`, sized with `stty` so that `less -F` quits by itself.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::process::Command;
 
-use common::{BIN, Temp, run, run_env};
+use crate::common::{BIN, Temp, run, run_env};
 
 /// Runs `sessionctl args` on a 200-row pseudo-terminal with `PAGER` as given (`None`:
 /// unset); returns what the terminal showed.

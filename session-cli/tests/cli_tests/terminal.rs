@@ -3,11 +3,9 @@
 //! made by util-linux `script`.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::process::Command;
 
-use common::{BIN, Temp, run};
+use crate::common::{BIN, Temp, run};
 
 /// Runs `sessionctl args` on a pseudo-terminal; returns what the terminal showed.
 fn on_terminal(args: &[&str], no_color: Option<&str>) -> String {

@@ -3,11 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::{Temp, run};
+use crate::common::{Temp, run};
 use session_import::{Format, samples};
 
 fn sample_files(format: Format) -> Option<Vec<PathBuf>> {

@@ -3,13 +3,11 @@
 //! following that advice completes the session.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use common::{BIN, Temp, run, run_in};
+use crate::common::{BIN, Temp, run, run_in};
 
 #[test]
 fn a_failed_first_publication_says_nothing_is_on_disk_and_to_run_the_same_command_again() {

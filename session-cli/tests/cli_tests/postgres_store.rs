@@ -8,13 +8,11 @@
 //! standard error and pass, unless `SESSION_PG_REQUIRED=1`.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::stores::{Schema, event_lines, header_id};
-use common::{Temp, corpus, run};
+use crate::common::stores::{Schema, event_lines, header_id};
+use crate::common::{Temp, corpus, run};
 use serde_json::Value;
 
 fn without_storage(mut doc: Value) -> Value {
@@ -125,7 +123,7 @@ fn imported_samples_read_back_the_same_from_postgres() {
         return;
     };
     let store = schema.store();
-    let t = common::Temp::new("pg-import");
+    let t = crate::common::Temp::new("pg-import");
     let root = t.path().join("root").display().to_string();
     for (format, rel) in [
         (
@@ -174,7 +172,7 @@ fn take_over_after_a_killed_append() {
         return;
     };
     let store = format!("{}&lease_ttl_ms=60000", schema.store());
-    let mut holder = Command::new(common::BIN)
+    let mut holder = Command::new(crate::common::BIN)
         .args([
             "--store", &store, "append", "held", "--create", "--cwd", "/w",
         ])
@@ -199,7 +197,7 @@ fn take_over_after_a_killed_append() {
     holder.wait().unwrap();
     drop(stdin);
     let turn = "{\"type\":\"turn/start\",\"data\":{\"turn\":2}}\n";
-    let refused = common::run_in(&["--store", &store, "append", "held"], Some(turn));
+    let refused = crate::common::run_in(&["--store", &store, "append", "held"], Some(turn));
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(
         refused.stderr.contains("leased by another writer (epoch 1"),
@@ -210,7 +208,7 @@ fn take_over_after_a_killed_append() {
     let repair = run(&["--store", &store, "--json", "repair", "held"]);
     assert_eq!(repair.code, 1, "{}", repair.stdout);
     assert!(repair.stderr.contains("\"locked\""), "{}", repair.stderr);
-    common::run_in(
+    crate::common::run_in(
         &["--store", &store, "--take-over", "append", "held"],
         Some(turn),
     )

@@ -2,9 +2,7 @@
 //! follow; re-running is safe; every read command works on the result.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
-use common::{Temp, run};
+use crate::common::{Temp, run};
 
 fn seq_of(events_json: &serde_json::Value, pred: impl Fn(&serde_json::Value) -> bool) -> u64 {
     events_json

@@ -3,13 +3,11 @@
 //! byte for byte, and the read commands give the same answers on both stores.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::stores::{event_lines, header_id};
-use common::{Run, Temp, corpus, corpus_index, parallel, run, run_in};
+use crate::common::stores::{event_lines, header_id};
+use crate::common::{Run, Temp, corpus, corpus_index, parallel, run, run_in};
 use serde_json::Value;
 use session_persist::Backend;
 use session_persist_sqlite::{SqliteBackend, SqliteConfig};

@@ -2,11 +2,9 @@
 //! seq, invalid drafts rejected with their line number.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 
-use common::{Temp, run, run_in};
+use crate::common::{Temp, run, run_in};
 
 const TURN_1: &str = r#"{"type":"turn/start","data":{"turn":1}}
 {"type":"user/message","data":{"id":"u1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}},"surfaceOp":"append"}
@@ -119,7 +117,7 @@ fn append_creates_acknowledges_flushes_and_rejects_bad_lines() {
 #[test]
 fn flush_acknowledgement_arrives_while_input_is_still_open() {
     let root = Temp::new("append-live");
-    let (mut child, mut stdin) = common::spawn_append(root.path(), "live");
+    let (mut child, mut stdin) = crate::common::spawn_append(root.path(), "live");
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     writeln!(stdin, r#"{{"type":"turn/start","data":{{"turn":1}}}}"#).unwrap();
     writeln!(stdin, r#"{{"type":"todo/write","data":{{"todos":[]}}}}"#).unwrap();
@@ -190,7 +188,7 @@ fn an_empty_new_session_writes_nothing() {
 #[test]
 fn an_unflushed_event_is_on_disk_within_a_second() {
     let root = Temp::new("append-behind");
-    let (mut child, mut stdin) = common::spawn_append(root.path(), "behind");
+    let (mut child, mut stdin) = crate::common::spawn_append(root.path(), "behind");
     writeln!(stdin, r#"{{"type":"turn/start","data":{{"turn":1}}}}"#).unwrap();
     stdin.flush().unwrap();
     let sent = std::time::Instant::now();

@@ -3,11 +3,9 @@
 //! (for layout cases) `list`, and compared with the reference's exact error texts.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::path::Path;
 
-use common::{Temp, corpus, corpus_index, parallel, read_json, run};
+use crate::common::{Temp, corpus, corpus_index, parallel, read_json, run};
 use serde_json::Value;
 
 fn copy_tree(src: &Path, dest: &Path) {
@@ -60,7 +58,7 @@ fn reference(name: &str, dir: &Path, results: &Value, op: &str) -> Value {
 }
 
 /// Compares a failed run with an expected `{ok:false, error}` result.
-fn assert_error(run: &common::Run, expected: &Value, root: &str, ctx: &str) {
+fn assert_error(run: &crate::common::Run, expected: &Value, root: &str, ctx: &str) {
     assert_eq!(run.code, 1, "{ctx}: exit code; stderr {}", run.stderr);
     assert!(run.stdout.is_empty(), "{ctx}: nothing on stdout");
     let err = run.json_error();
@@ -382,7 +380,7 @@ fn help_and_version_exit_0() {
 fn refused_configuration_hints_follow_the_named_path() {
     use std::os::unix::fs::PermissionsExt as _;
     let temp = Temp::new("refusals");
-    common::write_large(temp.path(), "plain", 1, 10);
+    crate::common::write_large(temp.path(), "plain", 1, 10);
     let r = run(&[
         "--root",
         temp.str(),

@@ -10,14 +10,12 @@
     clippy::result_large_err
 )]
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Temp, corpus, place, run};
+use crate::common::{BIN, Temp, corpus, place, run};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
@@ -201,7 +199,7 @@ fn the_web_view_in_a_real_browser() {
     let root = Temp::new("web");
     run(&["--root", root.str(), "demo"]).ok();
     let dir = corpus().join("logs").join(COMPACTED_LOG);
-    let expected = common::read_json(&dir.join("expected.json"));
+    let expected = crate::common::read_json(&dir.join("expected.json"));
     let rel = expected["writer"]["relativePath"]["zstd"].as_str().unwrap();
     place(&dir.join("session.jsonl.zstd"), root.path(), rel);
     let compacted_id = rel.split('/').nth(1).unwrap().to_owned();

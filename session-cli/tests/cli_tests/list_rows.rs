@@ -2,11 +2,9 @@
 //! (it is a row with its error), and a stray flat-file log refuses the root.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{Temp, run};
+use crate::common::{Temp, run};
 
 const BODY: &str = concat!(
     r#"{"type":"turn/start","seq":0,"time":0,"data":{"turn":1}}"#,

@@ -4,11 +4,9 @@
 //! util-linux `script`; stdout is redirected to a file so the terminal shows stderr only.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::process::Command;
 
-use common::{BIN, Temp, run_env, write_large};
+use crate::common::{BIN, Temp, run_env, write_large};
 
 /// Runs `sessionctl args` with stderr on a pseudo-terminal and stdout into `stdout_file`;
 /// returns what the terminal showed.

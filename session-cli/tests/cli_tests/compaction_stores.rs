@@ -8,12 +8,10 @@
 //! unless `SESSION_PG_REQUIRED=1`.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
 use std::path::Path;
 
-use common::stores::{Schema, event_lines};
-use common::{Temp, corpus, read_json, run};
+use crate::common::stores::{Schema, event_lines};
+use crate::common::{Temp, corpus, read_json, run};
 use serde_json::Value;
 
 /// The corpus log with a compaction these tests use.
@@ -45,7 +43,7 @@ fn stage_parent() -> Parent {
     let rel = expected["writer"]["relativePath"]["jsonl"]
         .as_str()
         .unwrap();
-    common::place(&log.join("session.jsonl"), &dir.path().join("plain"), rel);
+    crate::common::place(&log.join("session.jsonl"), &dir.path().join("plain"), rel);
     let root = dir.path().join("plain").to_str().unwrap().to_owned();
     let id = expected["sessionId"].as_str().unwrap().to_owned();
     let list = run(&["--root", &root, "--json", "compactions", &id])

@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-mod common;
-
-use common::{Temp, run};
+use crate::common::{Temp, run};
 
 fn demo_root() -> Temp {
     let root = Temp::new("papercut-demo");
