@@ -252,7 +252,10 @@ fn random_runs_tear_lose_and_repair() {
         total.torn_tails += r.torn_tails;
         total.lost_unacknowledged += r.lost_unacknowledged;
         total.closers += r.closers;
+        total.retirements += r.retirements;
+        total.sealed_boots += r.sealed_boots;
     }
+    assert!(total.retirements > 0, "{total:?}");
     assert!(total.torn_tails >= 3, "{total:?}");
     assert!(total.lost_unacknowledged > 0, "{total:?}");
     assert!(total.closers > 0, "{total:?}");

@@ -28,6 +28,13 @@
 //! is truncated back to its previous length, and a failed truncation is reported together with
 //! the original error and retried before the next write.
 //!
+//! # Auto-seal
+//!
+//! When a session is released ([`Backend::release`], at retirement), a Zstandard log may be
+//! sealed (one frame per turn, as [`JsonlBackend::seal`]) in the background under the released
+//! writer's lock, as [`JsonlConfig::seal_policy`] decides ([`SealPolicy`]); see `auto_seal.rs`
+//! for the lock, re-opening and crash rules.
+//!
 //! # Single writer and no silent re-creation
 //!
 //! A backend instance holds an exclusive advisory lock (`flock`) on every log it opened for
