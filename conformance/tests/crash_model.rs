@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use session_persist::Compression;
 use session_repair::interrupted_turn_closers;
+use std::io::Write as _;
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
@@ -290,5 +291,8 @@ fn a_crash_during_the_retirement_seal_keeps_the_acknowledged_events() {
         sealed < runs,
         "every run found a sealed log: no crash landed before the seal"
     );
-    eprintln!("{sealed} of {runs} runs found the log sealed");
+    let _ = writeln!(
+        std::io::stderr(),
+        "{sealed} of {runs} runs found the log sealed"
+    );
 }

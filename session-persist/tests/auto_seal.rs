@@ -2,11 +2,12 @@
 //! lock, crash-safely (real processes killed at every step of the seal and at random moments).
 //!
 //! `SESSION_SEAL_KILL_TRIALS` sets the number of random-timing kill rounds (default 8).
+#![allow(clippy::case_sensitive_file_extension_comparisons)]
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 mod common;
 
-use std::io::{BufRead as _, BufReader};
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -268,6 +269,13 @@ fn template(dir: &Path) -> PathBuf {
     root
 }
 
+/// Writes a marker line to standard output (the parent reads it from a pipe).
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").unwrap();
+    out.flush().unwrap();
+}
+
 /// The child: opens "k" for writing, appends the last turn in two batches, releases it (the
 /// auto-seal starts), writes `released` to standard output, then waits for the seal.
 fn child(root: &Path) {
@@ -285,11 +293,14 @@ fn child(root: &Path) {
     let last = turn(TURNS + 1, 1 + TURNS * 5);
     write_batches(&rt, &b, &m, &last, 3, true);
     rt.block_on(b.release("k")).unwrap();
-    println!("released");
+    say("released");
     let started = Instant::now();
     let outcomes = rt.block_on(b.settle_auto_seals());
     assert!(outcomes[0].result.as_ref().unwrap().rewritten);
-    println!("sealed after {} us", started.elapsed().as_micros());
+    say(&format!(
+        "sealed after {} us",
+        started.elapsed().as_micros()
+    ));
 }
 
 /// Runs a child on a copy of the template; kills it (SIGKILL) when it has written `pause`'s
@@ -481,8 +492,10 @@ fn a_seal_killed_at_a_random_moment_leaves_the_acknowledged_events() {
         let sealed = check_after_kill(&root, &format!("trial {trial} ({delay:?})"));
         outcomes[usize::from(sealed)] += 1;
     }
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "random kills over a {seal_us} us seal: {} original, {} sealed",
-        outcomes[0], outcomes[1]
+        outcomes[0],
+        outcomes[1]
     );
 }

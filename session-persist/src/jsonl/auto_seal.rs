@@ -26,7 +26,7 @@
 //! reaches that step writes `seal paused at <step>` to standard error and sleeps forever (kill
 //! tests use it to SIGKILL a process at every step).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::Inner;
@@ -171,7 +171,7 @@ pub(crate) struct AutoSeals {
 #[derive(Default)]
 struct State {
     /// Sessions with a job running.
-    running: HashMap<String, ()>,
+    running: HashSet<String>,
     /// The last rewrite of each session: the revision before and after it.
     renamed: HashMap<String, (String, String)>,
     /// Outcomes not yet reported by `settle`.
@@ -185,7 +185,7 @@ impl AutoSeals {
 
     /// Registers a job of `id` (before it is spawned, so a later `acquire` waits for it).
     pub(crate) fn start(&self, id: &str) {
-        self.state().running.insert(id.to_owned(), ());
+        self.state().running.insert(id.to_owned());
     }
 
     fn finish(&self, outcome: AutoSealOutcome, renamed: Option<(String, String)>) {
@@ -209,7 +209,7 @@ impl AutoSeals {
     /// that revision.
     pub(crate) fn settle_revision(&self, id: &str, stored: &str) -> Option<String> {
         let mut state = self.state();
-        while state.running.contains_key(id) {
+        while state.running.contains(id) {
             state = self
                 .changed
                 .wait(state)
