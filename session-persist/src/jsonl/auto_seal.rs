@@ -18,6 +18,10 @@
 //! leaves the log as it is; its outcome is reported by
 //! [`JsonlBackend::settle_auto_seals`](super::JsonlBackend::settle_auto_seals).
 //!
+//! **Memory**: a job holds one copy of the log's events while it seals (see `seal.rs`), on top
+//! of whatever the application still holds of the retired session; the jobs of one instance
+//! seal one at a time, so sessions retiring together do not multiply that copy.
+//!
 //! **Crashes**: until the rename the original log is untouched and the temporary file
 //! (`<final>.<12 hex>.tmp`, unlocked once its process died) is removed the next time a backend
 //! opens the root; after the rename the sealed log is complete and synced.
@@ -104,7 +108,8 @@ pub struct AutoSealOutcome {
 /// The named steps of a seal, for the `SESSION_PERSIST_SEAL_PAUSE_AT` test hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SealStep {
-    /// `locked`: an auto-seal job holds the writer lock, before reading the log.
+    /// `locked`: an auto-seal job holds the writer lock (and the instance's one sealing slot),
+    /// before reading the log.
     Locked,
     /// `temp-created`: the temporary file exists, empty.
     TempCreated,
@@ -166,6 +171,9 @@ pub(crate) fn pause_point(step: SealStep) {
 pub(crate) struct AutoSeals {
     state: Mutex<State>,
     changed: Condvar,
+    /// Held by the job that is sealing: one seal at a time per instance, so memory holds at
+    /// most one extra copy of a log's events however many sessions retire together.
+    slot: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -238,6 +246,11 @@ impl Inner {
     pub(crate) fn auto_seal(&self, id: &str, writer: SharedWriter) {
         // A panic must still finish the job, or a waiting `acquire` would wait forever.
         let sealed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _slot = self
+                .auto_seals
+                .slot
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             self.auto_seal_locked(id, &writer)
         }));
         let (result, renamed) = sealed.unwrap_or_else(|_| {
