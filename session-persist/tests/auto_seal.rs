@@ -357,11 +357,22 @@ fn kill_child(
                 let _ = child.kill();
                 panic!("the child never wrote {wanted:?}");
             });
-        if line.contains(&wanted) {
+        let found = line.contains(&wanted);
+        lines.push(line);
+        if found {
             break;
         }
-        lines.push(line);
         assert!(started.elapsed() < Duration::from_secs(60));
+    }
+    // A paused seal runs in the background: the release has returned (or returns) anyway.
+    if pause.is_some() {
+        while !lines.iter().any(|l| l.ends_with("released")) {
+            let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) else {
+                let _ = child.kill();
+                panic!("the release waited for the paused seal: {lines:?}");
+            };
+            lines.push(line);
+        }
     }
     std::thread::sleep(delay);
     while let Ok(line) = rx.try_recv() {
