@@ -11,6 +11,10 @@
 //!   appended event *acknowledged*;
 //! - [`Op::CrashAt`] lets the machine die once `k` more bytes reach storage, flushes (the
 //!   write is torn at byte `k` when it is longer), and loses power keeping the bytes written;
+//! - [`Op::RetireCrashAt`] retires the live session (its last batch is written and the
+//!   backend's auto-seal rewrites the log in the background, see `session_persist::SealPolicy`;
+//!   the JSONL harness seals every retired Zstandard log it can), disposes the service, and lets
+//!   the machine die once `k` more bytes reach storage, somewhere in that drain or seal;
 //! - [`Op::Reopen`] restarts: after a crash, a new process boots on what survived; otherwise
 //!   the service is disposed (which drains every buffered event) before the new process starts.
 //!
@@ -45,15 +49,18 @@
 mod storage;
 
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 
 use proptest::collection::vec;
 use proptest::prelude::*;
 use session_core::json::Value;
 use session_core::{Event, Events, FixedClock};
+use session_persist::jsonl::layout::log_path;
+use session_persist::jsonl::scan_zstd_frames;
 use session_persist::{
     Backend, Compression, Error, JsonlBackend, JsonlConfig, MAX_WRITE_BATCH_DELAY_MS, Persistence,
-    PersistenceOptions,
+    PersistenceOptions, SealPolicy,
 };
 use session_repair::interrupted_turn_closers;
 use session_store::{Detach, PrepareOptions, SessionStore};
@@ -78,6 +85,10 @@ pub enum Op {
     /// torn at that byte when longer, and power is lost keeping the written bytes. Skipped
     /// while the machine is down.
     CrashAt(u64),
+    /// Retire the live session (its drain and the backend's background seal run), dispose
+    /// the service, and die once this many more bytes reach storage. Skipped while the machine
+    /// is down.
+    RetireCrashAt(u64),
     /// Restart: boot after a crash, or dispose the service and start a new process.
     Reopen,
 }
@@ -96,6 +107,7 @@ pub fn arb_op() -> impl Strategy<Value = Op> {
         1 => (0u64..96).prop_map(Op::CrashAt),
         1 => (0u64..4096).prop_map(Op::CrashAt),
         1 => Just(Op::Reopen),
+        1 => (0u64..8192).prop_map(Op::RetireCrashAt),
     ]
 }
 
@@ -136,6 +148,11 @@ pub struct Report {
     pub lost_unacknowledged: usize,
     /// Closers that loads committed.
     pub closers: usize,
+    /// Retirements ([`Op::RetireCrashAt`]) played.
+    pub retirements: usize,
+    /// Boots that found the log with fewer Zstandard frames than just before the crash
+    /// operation: a background seal had completed (counted by the JSONL harness only).
+    pub sealed_boots: usize,
 }
 
 /// A violated property: which step of the run, and what went wrong.
@@ -265,7 +282,8 @@ struct Process {
     backend: Arc<dyn Backend>,
     store: SessionStore,
     session: SharedSession,
-    detach: Detach,
+    /// `None` once the session is retired.
+    detach: Option<Detach>,
     script: Script,
     runtime: tokio::runtime::Runtime,
 }
@@ -302,6 +320,12 @@ pub trait CrashHarness {
 
     /// The crashed process is gone and the machine may boot again.
     fn power_on(&mut self);
+
+    /// Boots that found a log a background seal had rewritten ([`Report::sealed_boots`]); 0
+    /// for storage that does not seal.
+    fn sealed_boots(&self) -> usize {
+        0
+    }
 }
 
 /// [`CrashStorage`] behind the JSONL backend, with the encoding and `fsync` honesty of a
@@ -309,6 +333,29 @@ pub trait CrashHarness {
 struct JsonlHarness {
     storage: CrashStorage,
     config: ModelConfig,
+    /// The log's frame count at the last boot or crash operation (Zstandard only).
+    frames: usize,
+    sealed_boots: usize,
+}
+
+impl JsonlHarness {
+    /// The frame count of the session's log as the running system sees it (0 for a plain or
+    /// missing log).
+    fn frames(&self) -> usize {
+        if self.config.compression != Compression::Zstd {
+            return 0;
+        }
+        log_path(
+            Path::new(CRASH_ROOT),
+            Some(SUITE_CWD),
+            CRASH_SESSION_ID,
+            Compression::Zstd,
+        )
+        .ok()
+        .and_then(|path| self.storage.live_bytes(&path))
+        .and_then(|bytes| scan_zstd_frames(&bytes, None).ok())
+        .map_or(0, |scan| scan.frames.len())
+    }
 }
 
 impl CrashHarness for JsonlHarness {
@@ -318,15 +365,26 @@ impl CrashHarness for JsonlHarness {
         } else {
             self.storage.fs_ignoring_sync()
         };
+        // Every retired Zstandard log that can be sealed is.
+        let policy = SealPolicy::OnRetire {
+            max_average_frame_bytes: u64::MAX,
+            min_frames: 1,
+        };
         let jsonl = JsonlBackend::open_with_fs(
-            JsonlConfig::new(CRASH_ROOT).compression(self.config.compression),
+            JsonlConfig::new(CRASH_ROOT)
+                .compression(self.config.compression)
+                .seal_policy(policy),
             fs,
         )
         .map_err(|e| format!("the backend does not open on the surviving storage: {e}"))?;
+        let frames = self.frames();
+        self.sealed_boots += usize::from(frames < self.frames);
+        self.frames = frames;
         Ok(Arc::new(jsonl))
     }
 
     fn die_after(&mut self, bytes: u64) {
+        self.frames = self.frames();
         self.storage.die_after(bytes);
     }
 
@@ -335,6 +393,10 @@ impl CrashHarness for JsonlHarness {
     }
 
     fn power_on(&mut self) {}
+
+    fn sealed_boots(&self) -> usize {
+        self.sealed_boots
+    }
 }
 
 fn boot<H: CrashHarness + ?Sized>(harness: &mut H) -> Result<Boot, String> {
@@ -398,7 +460,7 @@ fn boot<H: CrashHarness + ?Sized>(harness: &mut H) -> Result<Boot, String> {
             backend,
             store,
             session,
-            detach,
+            detach: Some(detach),
             script,
             runtime,
         },
@@ -497,6 +559,20 @@ impl<H: CrashHarness + ?Sized> Model<'_, H> {
                 }
                 self.power_loss(p, k);
             }
+            Op::RetireCrashAt(k) => {
+                let Some(mut p) = self.process.take() else {
+                    return Ok(());
+                };
+                self.harness.die_after(k);
+                if let Some(detach) = p.detach.take() {
+                    detach.detach();
+                }
+                // Waits for the retirement, and closing the backend for its background seal;
+                // either may fail once the machine died.
+                let _ = p.runtime.block_on(p.service.dispose());
+                self.report.retirements += 1;
+                self.power_loss(p, k);
+            }
             Op::Reopen => match self.process.take() {
                 None => self.restart(false)?,
                 Some(p) => {
@@ -528,6 +604,8 @@ pub fn run(config: &ModelConfig, ops: &[Op]) -> Result<Report, CrashFailure> {
     let mut harness = JsonlHarness {
         storage: CrashStorage::new(),
         config: *config,
+        frames: 0,
+        sealed_boots: 0,
     };
     run_with(&mut harness, ops)
 }
@@ -562,5 +640,6 @@ pub fn run_with<H: CrashHarness + ?Sized>(
     if let Some(p) = model.process.take() {
         p.kill();
     }
+    model.report.sealed_boots = model.harness.sealed_boots();
     Ok(model.report)
 }

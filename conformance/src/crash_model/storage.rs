@@ -597,6 +597,24 @@ impl Fs for CrashFs {
         })
     }
 
+    /// Replaces `to` with the file `from` in the live entries (as `rename(2)`); like every
+    /// entry change it survives a crash only once its directories are synced.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.with(|s| {
+            let Node::File(ino) = s.lookup(from)? else {
+                return Err(is_a_directory());
+            };
+            if let Ok(Node::Dir(_)) = s.lookup(to) {
+                return Err(is_a_directory());
+            }
+            let (dir, name) = s.parent_of(from)?;
+            dir.live.remove(&name);
+            let (dir, name) = s.parent_of(to)?;
+            dir.live.insert(name, Node::File(ino));
+            Ok(())
+        })
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.with(|s| match s.lookup(path)? {
             Node::Dir(_) => Err(is_a_directory()),

@@ -62,6 +62,9 @@ pub(crate) struct Writer {
     /// this instance is refused. A log written without opening (a tool copying logs through the
     /// backend) can still be opened once.
     pub(crate) opened: bool,
+    /// Batches this writer appended (its first publication counts as one): the auto-seal
+    /// policy's trigger (see `auto_seal`).
+    pub(crate) batches: usize,
 }
 
 impl Writer {
@@ -230,6 +233,7 @@ impl Writers {
             len: identity.size,
             rollback_pending: false,
             opened: false,
+            batches: 0,
         }));
         map.insert(path.to_path_buf(), (id.to_owned(), writer.clone()));
         Ok(writer)
@@ -280,10 +284,20 @@ impl Writers {
         shared
     }
 
-    /// Drops the writers of session `id` (releasing their locks once no write is running).
-    pub(crate) fn release(&self, id: &str) {
+    /// Removes the writers of session `id` from the instance and returns them: their locks are
+    /// held until the caller drops them.
+    pub(crate) fn take(&self, id: &str) -> Vec<SharedWriter> {
         self.creating().retain(|_, owner| owner != id);
-        self.map().retain(|_, (owner, _)| owner != id);
+        let mut map = self.map();
+        let paths: Vec<PathBuf> = map
+            .iter()
+            .filter(|(_, (owner, _))| owner == id)
+            .map(|(path, _)| path.clone())
+            .collect();
+        paths
+            .iter()
+            .filter_map(|path| map.remove(path).map(|(_, w)| w))
+            .collect()
     }
 
     /// Drops every writer.

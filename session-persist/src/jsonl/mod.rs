@@ -28,6 +28,13 @@
 //! is truncated back to its previous length, and a failed truncation is reported together with
 //! the original error and retried before the next write.
 //!
+//! # Auto-seal
+//!
+//! When a session is released ([`Backend::release`], at retirement), a Zstandard log may be
+//! sealed (one frame per turn, as [`JsonlBackend::seal`]) in the background under the released
+//! writer's lock, as [`JsonlConfig::seal_policy`] decides ([`SealPolicy`]); see `auto_seal.rs`
+//! for the lock, re-opening and crash rules.
+//!
 //! # Single writer and no silent re-creation
 //!
 //! A backend instance holds an exclusive advisory lock (`flock`) on every log it opened for
@@ -59,6 +66,7 @@
 pub mod fs;
 pub mod layout;
 
+mod auto_seal;
 mod frames;
 mod header_line;
 mod list;
@@ -79,6 +87,7 @@ use async_trait::async_trait;
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
 
+pub use auto_seal::{AutoSealOutcome, SEAL_PAUSE_ENV, SealPolicy, SealStep};
 pub use frames::{
     FrameRange, FrameScan, MAX_FRAME_PLAINTEXT_BYTES, MAX_RECORD_BYTES, PlaintextLimit,
     PlaintextLimitKind, ZSTD_LEVEL, ZSTD_MAGIC, ZstdDecodeError, scan_zstd_frames,
@@ -143,17 +152,29 @@ pub struct JsonlConfig {
     /// could plant a link in it and redirect a session). There is no exception for the sticky
     /// bit: a sticky world-writable root still lets anyone create a project directory in it.
     pub allow_permissive_dirs: bool,
+    /// When a retired Zstandard session is sealed in the background (default
+    /// [`SealPolicy::OnRetire`] with 4 KiB and 64 frames; see `auto_seal`).
+    pub seal_policy: SealPolicy,
 }
 
 impl JsonlConfig {
-    /// The default configuration for `root`: Zstandard, packed chunk rows.
+    /// The default configuration for `root`: Zstandard, packed chunk rows, the default
+    /// [`SealPolicy`].
     pub fn new(root: impl Into<PathBuf>) -> JsonlConfig {
         JsonlConfig {
             root: root.into(),
             compression: Compression::Zstd,
             pack_chunks: true,
             allow_permissive_dirs: false,
+            seal_policy: SealPolicy::default(),
         }
+    }
+
+    /// With another auto-seal policy ([`SealPolicy::Never`] turns auto-seal off).
+    #[must_use]
+    pub fn seal_policy(mut self, policy: SealPolicy) -> JsonlConfig {
+        self.seal_policy = policy;
+        self
     }
 
     /// With group- or world-writable root and project directories accepted (or refused).
@@ -208,6 +229,10 @@ pub(crate) struct Inner {
     pub(crate) allow_permissive_dirs: bool,
     /// The one log file of a backend opened with [`JsonlBackend::open_file`].
     pub(crate) file: Option<PathBuf>,
+    /// When retired sessions are sealed in the background.
+    pub(crate) seal_policy: SealPolicy,
+    /// The background seals running or finished.
+    pub(crate) auto_seals: auto_seal::AutoSeals,
     preflight: Mutex<Preflight>,
     closed: AtomicBool,
 }
@@ -467,10 +492,15 @@ impl Inner {
         self.preflight()?;
         let path = self.path_for(meta)?;
         match stored {
-            Some(revision) => self
-                .writers
-                .open_at(self.fs.as_ref(), &meta.id, &path, revision)
-                .map(drop),
+            Some(revision) => {
+                // A background seal of the session finishes first; it keeps every event, so
+                // a session loaded before it renamed the log opens the sealed log.
+                let sealed = self.auto_seals.settle_revision(&meta.id, revision);
+                let revision = sealed.as_deref().unwrap_or(revision);
+                self.writers
+                    .open_at(self.fs.as_ref(), &meta.id, &path, revision)
+                    .map(drop)
+            }
             None if self.exists(&path)? => Err(Error::AlreadyMaterialized {
                 id: meta.id.to_string(),
             }),
@@ -619,6 +649,7 @@ impl JsonlBackend {
             compression,
             pack_chunks,
             allow_permissive_dirs,
+            seal_policy,
         } = config;
         let root = resolve_root(&root).map_err(|e| Error::io("resolve", &root, e))?;
         match fs.read_dir(&root) {
@@ -636,6 +667,8 @@ impl JsonlBackend {
             unsynced: publication::UnsyncedPublications::default(),
             allow_permissive_dirs,
             file: None,
+            seal_policy,
+            auto_seals: auto_seal::AutoSeals::default(),
             preflight: Mutex::new(Preflight::Pending),
             closed: AtomicBool::new(false),
         };
@@ -668,6 +701,8 @@ impl JsonlBackend {
             unsynced: publication::UnsyncedPublications::default(),
             allow_permissive_dirs: true,
             file: Some(file),
+            seal_policy: SealPolicy::Never,
+            auto_seals: auto_seal::AutoSeals::default(),
             preflight: Mutex::new(Preflight::Passed),
             closed: AtomicBool::new(false),
         };
@@ -715,6 +750,14 @@ impl JsonlBackend {
             i.seal(&id)
         })
         .await
+    }
+
+    /// Waits until no background seal of this instance runs (see [`SealPolicy`]), and returns
+    /// the outcomes of the seals finished since the last call.
+    pub async fn settle_auto_seals(&self) -> Vec<AutoSealOutcome> {
+        self.run(|i| Ok(i.auto_seals.settle()))
+            .await
+            .unwrap_or_default()
     }
 
     async fn run<T, F>(&self, f: F) -> Result<T>
@@ -845,14 +888,41 @@ impl Backend for JsonlBackend {
             .await
     }
 
+    /// Releases the session's writer lock; when the [`SealPolicy`] triggers on the writer, the
+    /// lock passes to a background seal instead, and the release returns without waiting.
     async fn release(&self, id: &str) -> Result<()> {
+        let owned = id.to_owned();
+        let sealing = self
+            .run(move |i| {
+                let writers = i.writers.take(&owned);
+                i.unsynced.release(&owned);
+                let triggers = i.compression == Compression::Zstd
+                    && !i.closed.load(Ordering::Acquire)
+                    && writers.len() == 1
+                    && writers
+                        .first()
+                        .is_some_and(|w| i.seal_policy.triggers(lock::lock_writer(w).batches));
+                if triggers {
+                    // Registered before the release returns, so a later `acquire` waits.
+                    i.auto_seals.start(&owned);
+                    Ok(Some(writers))
+                } else {
+                    drop(writers);
+                    Ok(None)
+                }
+            })
+            .await?;
+        let Some(writers) = sealing else {
+            return Ok(());
+        };
+        let inner = self.inner.clone();
         let id = id.to_owned();
-        self.run(move |i| {
-            i.writers.release(&id);
-            i.unsynced.release(&id);
-            Ok(())
-        })
-        .await
+        drop(tokio::task::spawn_blocking(move || {
+            for writer in writers {
+                inner.auto_seal(&id, writer);
+            }
+        }));
+        Ok(())
     }
 
     /// Closes the instance: every later operation fails, and every writer lock is released.
@@ -860,6 +930,8 @@ impl Backend for JsonlBackend {
         self.run(|i| {
             i.closed.store(true, Ordering::Release);
             i.writers.clear();
+            // Background seals hold their own locks: let them finish.
+            let _ = i.auto_seals.settle();
             Ok(())
         })
         .await

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use session_core::Event;
 
+use super::auto_seal::{SealPolicy, SealStep, pause_point};
 use super::fs::{Fs, FsFile, write_all};
 use super::read::{Prefix, is_one_line, load_prefix, stable_read, zstd_text};
 use super::{Compression, Inner, scan_zstd_frames};
@@ -136,12 +137,26 @@ impl Inner {
                 path,
             });
         }
+        let report = self.seal_locked(id, &path, None);
+        drop(lock);
+        report
+    }
+
+    /// Seals the log of `id` at `path`, whose writer lock the caller holds. With a `policy`,
+    /// a Zstandard log whose frame layout the policy declines is left as it is
+    /// (`rewritten: false`) before its events are loaded.
+    pub(crate) fn seal_locked(
+        &self,
+        id: &str,
+        path: &Path,
+        policy: Option<&SealPolicy>,
+    ) -> Result<SealReport> {
+        let path = path.to_path_buf();
         if self.compression == Compression::None {
             self.sealable_prefix(id, &path)?;
             let size = super::read::stat_if_exists(self.fs.as_ref(), &path)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?
                 .size;
-            drop(lock);
             return Ok(SealReport {
                 bytes_before: size,
                 bytes_after: size,
@@ -152,19 +167,22 @@ impl Inner {
         }
         // The frame layout first, so the file's bytes are freed before its events are loaded.
         let layout = self.frame_layout(id, &path)?;
+        let unchanged = SealReport {
+            bytes_before: layout.bytes,
+            bytes_after: layout.bytes,
+            frames_before: layout.frames,
+            frames_after: layout.frames,
+            rewritten: false,
+        };
+        if policy.is_some_and(|p| !p.accepts(layout.frames, layout.bytes)) {
+            return Ok(unchanged);
+        }
         let prefix = self.sealable_prefix(id, &path)?;
         let batches = turn_batches(&prefix.events);
         let frames_after = 1 + batches.len();
         if layout.frames <= frames_after {
             // Already sealed: rewriting would not reduce the frames.
-            drop(lock);
-            return Ok(SealReport {
-                bytes_before: layout.bytes,
-                bytes_after: layout.bytes,
-                frames_before: layout.frames,
-                frames_after: layout.frames,
-                rewritten: false,
-            });
+            return Ok(unchanged);
         }
 
         let session_dir = path
@@ -188,9 +206,8 @@ impl Inner {
                 return Err(e);
             }
         };
-        let synced = self.sync_dir(&session_dir);
-        drop(lock);
-        synced?;
+        pause_point(SealStep::Renamed);
+        self.sync_dir(&session_dir)?;
         Ok(SealReport {
             bytes_before: layout.bytes,
             bytes_after,
@@ -250,17 +267,23 @@ impl Inner {
                 path: path.to_path_buf(),
             });
         }
+        pause_point(SealStep::TempCreated);
         let mut written = header_frame.len() as u64;
         write_all(file.as_mut(), header_frame).map_err(|e| Error::io("write", tmp, e))?;
-        for batch in batches {
+        for (i, batch) in batches.iter().enumerate() {
             let frame = self.encode_batch(&original.events[batch.clone()])?;
             write_all(file.as_mut(), &frame).map_err(|e| Error::io("write", tmp, e))?;
             written += frame.len() as u64;
+            if i == batches.len() / 2 {
+                pause_point(SealStep::HalfWritten);
+            }
         }
         file.sync().map_err(|e| Error::io("fsync", tmp, e))?;
+        pause_point(SealStep::Synced);
         let expected = Digest::of(&original.header.value.to_json(), &original.events);
         drop(original);
         verify_same(self.fs.as_ref(), id, tmp, &expected)?;
+        pause_point(SealStep::Verified);
         self.fs
             .rename(tmp, path)
             .map_err(|e| Error::io("rename", tmp, e))?;

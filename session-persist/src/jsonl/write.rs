@@ -190,6 +190,7 @@ impl Inner {
             len: bytes,
             rollback_pending: false,
             opened,
+            batches: 1,
         });
         if let Err(e) = synced {
             self.unsynced.insert(
@@ -284,6 +285,7 @@ pub(crate) fn append_bytes(writer: &mut Writer, bytes: &[u8]) -> Result<()> {
     match result {
         Ok(()) => {
             writer.len = before + bytes.len() as u64;
+            writer.batches += 1;
             Ok(())
         }
         Err(error) => match writer.truncate(before) {
