@@ -1,7 +1,6 @@
 //! The inspect report: what a session holds and what `load` would do to it, computed without
 //! changing anything.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 

@@ -11,6 +11,7 @@
 mod common;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use common::stores::{Schema, event_lines, header_id};
 use common::{Temp, corpus, run};
