@@ -4,7 +4,6 @@
 //! documented schema says.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-
 use std::os::unix::fs::PermissionsExt;
 
 use crate::common::*;

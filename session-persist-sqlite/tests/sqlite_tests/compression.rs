@@ -2,7 +2,6 @@
 //! `compression-unprofitable.spec.ts` (§7.12) cases: the physical row codec.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-
 use crate::common::*;
 use session_core::chunk_rows::MAX_PACKED_DATA_BYTES;
 use session_core::json::{MAX_SAFE_INTEGER, Value};

@@ -3,7 +3,6 @@
 //! on a file (reopened as a fresh backend where the reference reloads) and on `:memory:`.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-
 use std::sync::Arc;
 
 use crate::common::{TempDir, backend_at, memory, raw};

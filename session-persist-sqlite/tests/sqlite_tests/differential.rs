@@ -3,7 +3,6 @@
 //! JSONL backend with zstd.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-
 use crate::common::*;
 use proptest::prelude::*;
 use session_core::json::MAX_SAFE_INTEGER;

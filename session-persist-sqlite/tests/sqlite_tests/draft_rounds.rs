@@ -3,7 +3,6 @@
 //! `flush` and `load`s back exactly, and a refused draft stores nothing.
 #![allow(clippy::unwrap_used)]
 
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -3,7 +3,6 @@
 //! rollback names both failures.
 #![allow(clippy::unwrap_used)]
 
-
 use std::error::Error as _;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,6 @@
 //! `source()` and downcastable to [`rusqlite::Error`].
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-
 use std::error::Error as _;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! The integration tests of `session-persist-sqlite`, in one binary (one link instead of one per file).
 
-mod common;
 mod backend_suite;
 mod built_package;
+mod common;
 mod compat;
 mod compression;
 mod contract;

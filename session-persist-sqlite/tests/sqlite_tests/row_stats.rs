@@ -1,7 +1,6 @@
 //! `SqliteBackend::row_stats`: what a session's rows hold, checked against the rows themselves.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-
 use crate::common::*;
 use session_core::Event;
 use session_persist::Backend;

@@ -2,7 +2,6 @@
 //! concern this backend's storage hooks.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -3,7 +3,6 @@
 //! announce), with a fresh store per case and the corpus's frozen clock.
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

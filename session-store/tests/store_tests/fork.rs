@@ -1,7 +1,6 @@
 //! `SessionStore::fork` at store level: session-core §6.2 and §8.6 (items 135-148).
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-
 use crate::common::{json, plugin, seed_one_turn, store, turn_end, turn_start, user};
 use session_core::json::Value;
 use session_fork::ForkErrorCode;

@@ -1,7 +1,6 @@
 //! Scoped listeners and `flush`: session-core §8.13 (scoped.spec).
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

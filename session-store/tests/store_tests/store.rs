@@ -2,7 +2,6 @@
 //! §2.7.
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-
 use std::sync::{Arc, Mutex};
 
 use crate::common::{

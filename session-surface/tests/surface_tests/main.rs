@@ -1,8 +1,8 @@
 //! The integration tests of `session-surface`, in one binary (one link instead of one per file).
 
-mod common;
 mod append_rules;
 mod arbitrary_input;
+mod common;
 mod corpus;
 mod derived_cache;
 mod from_serde;

@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used)] // test helpers unwrap like the tests themselves
 
-
 use crate::common::{clock, session, user, v};
 use session_surface::{Draft, PreparedDraft, Session};
 

@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::many_single_char_names)] // test helpers unwrap like the tests themselves
 
-
 use crate::common::*;
 use proptest::prelude::*;
 use session_core::json::Value;

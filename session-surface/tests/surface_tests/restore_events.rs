@@ -2,7 +2,6 @@
 //! the same messages, and the same session, for seeds given as parsed events.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap like the tests
 
-
 use crate::common::{assistant_text, clock, tool_result, user, v};
 use session_core::json::Value;
 use session_core::{Event, Events};

@@ -2,7 +2,6 @@
 
 #![allow(clippy::unwrap_used)] // test helpers unwrap like the tests themselves
 
-
 use crate::common::*;
 use session_core::json::Value;
 use session_core::{FixedClock, SharedClock};

@@ -2,7 +2,6 @@
 
 #![allow(clippy::unwrap_used)] // test helpers unwrap like the tests themselves
 
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;

@@ -2,7 +2,6 @@
 
 #![allow(clippy::unwrap_used)] // test helpers unwrap like the tests themselves
 
-
 use crate::common::*;
 use session_core::Event;
 use session_core::event::is_surface_eligible_type;
