@@ -83,3 +83,64 @@ for op in [
     put("replace", json.dumps(op, separators=(",", ":")))
 put("seed", "[]")
 put("header", '{"type":"session","version":0,"id":"fz","createdAt":1,"delegationDepth":0}')
+
+# The importer targets start from small synthetic rollouts and transcripts (no third-party logs).
+def jl(*records):
+    return "\n".join(r if isinstance(r, str) else json.dumps(r, separators=(",", ":")) for r in records) + "\n"
+
+def cx(ty, payload, ts="2026-01-01T00:00:00.000Z"):
+    return {"timestamp": ts, "type": ty, "payload": payload}
+
+meta = cx("session_meta", {"id": "t1", "cwd": "/w", "model_provider": "openai"})
+user = lambda t: cx("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]})
+said = lambda t: cx("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": t}]})
+call = lambda c: cx("response_item", {"type": "function_call", "name": "sh", "arguments": "{\"cmd\":\"ls\"}", "call_id": c})
+out_ = lambda c: cx("response_item", {"type": "function_call_output", "call_id": c, "output": "ok"})
+started = cx("event_msg", {"type": "task_started", "turn_id": "1"})
+done = cx("event_msg", {"type": "task_complete"})
+for body in [
+    jl(meta, started, user("hi"), said("hello"), done),
+    jl(meta, started, user("list"), call("c1"), out_("c1"), said("done"), done),
+    jl(meta, started, user("list"), call("c1")),
+    jl(meta, started, user("a"), cx("response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]}),
+       said("b"), cx("event_msg", {"type": "token_count", "info": {"total_token_usage": {"input_tokens": 5}, "last_token_usage": {"input_tokens": 1, "output_tokens": 2}}}), done),
+    jl(meta, started, user("a"), said("b"), done, cx("compacted", {"message": "sum", "replacement_history": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "u"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]}]}), started, user("c"), done),
+    jl(meta, started, user("a"), done, started, user("b"), done, cx("event_msg", {"type": "thread_rolled_back", "num_turns": 1})),
+    jl(meta, started, user("a"), cx("event_msg", {"type": "turn_aborted", "reason": "interrupted"})),
+    jl(meta, cx("event_msg", {"type": "user_message", "message": "hi"}), cx("event_msg", {"type": "agent_message", "message": "yo"})),
+    jl(meta, "{not json", "[1]", user("after")),
+    jl(meta, started, user("x"), cx("session_meta", {"id": "t2", "cwd": "/w"}), started, user("y"), done),
+]:
+    put("import_codex", body)
+
+def cc(kind, uuid, parent, **more):
+    r = {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s1", "cwd": "/w",
+         "version": "2.1.0", "timestamp": "2026-01-01T00:00:00.000Z"}
+    r.update(more)
+    return r
+
+q = lambda u, p, t, **m: cc("user", u, p, message={"role": "user", "content": t}, **m)
+a = lambda u, p, content, mid="m1", **m: cc("assistant", u, p, requestId="r" + mid,
+    message={"id": mid, "model": "claude-x", "role": "assistant", "content": content,
+             "usage": {"input_tokens": 3, "output_tokens": 1}}, **m)
+tool = [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]
+result = [{"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": False}]
+for body in [
+    jl(q("u1", None, "hi"), a("u2", "u1", [{"type": "text", "text": "hello"}])),
+    jl(q("u1", None, "list"), a("u2", "u1", tool), q("u3", "u2", result), a("u4", "u3", [{"type": "text", "text": "done"}], "m2")),
+    jl(q("u1", None, "list"), a("u2", "u1", tool)),
+    jl(q("u1", None, "a"), a("u2", "u1", [{"type": "thinking", "thinking": "hm", "signature": "x"}, {"type": "text", "text": "b"}])),
+    jl(q("u1", None, "a"), a("u2", "u1", [{"type": "text", "text": "b"}]),
+       cc("system", "u3", None, subtype="compact_boundary", logicalParentUuid="u2"),
+       q("u4", "u3", "summary of the conversation", isCompactSummary=True), q("u5", "u4", "next")),
+    jl(q("u1", None, "a"), q("u2", "u1", [{"type": "text", "text": "[Request interrupted by user]"}])),
+    jl(q("u1", None, "a"), q("s1", "u1", "side task", isSidechain=True, agentId="ag1"),
+       a("s2", "s1", [{"type": "text", "text": "side done"}], "m9", isSidechain=True, agentId="ag1"),
+       a("u2", "u1", [{"type": "text", "text": "main"}])),
+    jl({"type": "summary", "summary": "a title", "leafUuid": "u1"}, q("u1", None, "hi"), cc("progress", "u2", "u1")),
+    jl(q("u1", None, "a"), "{not json", "42", a("u2", "u1", [{"type": "text", "text": "b"}])),
+    jl(q("u1", None, [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}, {"type": "text", "text": "see"}])),
+]:
+    put("import_claude_code", body)

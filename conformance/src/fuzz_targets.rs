@@ -12,8 +12,12 @@
 //! use conformance::fuzz_targets::{self, TARGETS};
 //!
 //! fuzz_targets::jsonl_line(br#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#);
-//! assert_eq!(TARGETS.len(), 6);
+//! assert_eq!(TARGETS.len(), 8);
 //! ```
+
+mod import;
+
+pub use import::{import_claude_code, import_codex};
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -36,13 +40,15 @@ pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its `fuzz/fuzz_targets/<name>.rs` binary and corpus directory
 /// `fuzz/corpus/<name>/`.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("jsonl_line", jsonl_line),
     ("zstd_frames", zstd_frames),
     ("packed_rows", packed_rows),
     ("header", header),
     ("seed", seed),
     ("replace", replace),
+    ("import_codex", import_codex),
+    ("import_claude_code", import_claude_code),
 ];
 
 /// The root of the in-memory backend the storage targets read through.

@@ -62,7 +62,16 @@ macro_rules! corpus_tests {
     )*};
 }
 
-corpus_tests!(jsonl_line, zstd_frames, packed_rows, header, seed, replace);
+corpus_tests!(
+    jsonl_line,
+    zstd_frames,
+    packed_rows,
+    header,
+    seed,
+    replace,
+    import_codex,
+    import_claude_code,
+);
 
 #[test]
 fn every_target_has_a_test_and_a_fuzz_binary() {
@@ -73,6 +82,8 @@ fn every_target_has_a_test_and_a_fuzz_binary() {
         "header",
         "seed",
         "replace",
+        "import_codex",
+        "import_claude_code",
     ];
     let fuzz = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/fuzz_targets");
     for (name, _) in TARGETS {

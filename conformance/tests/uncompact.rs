@@ -11,7 +11,11 @@
 //!   at `k` starts at the first node `k` had shadowed or ends at its last), under the
 //!   identity seq mapping; the child passes every checker, `verify`'s stored-log checks and
 //!   the fork-prefix check, and no carried reference names an undone replace;
-//! - `Undo::All` gives the view of the same log with no replace at all.
+//! - `Undo::All` gives the view of the same log with no replace at all;
+//! - for random points `from <= to`, `view_diff` applied to the model view at `from` gives
+//!   the model view at `to`, whose messages (by seq) are the ones a session restored from the
+//!   log up to `to` derives; every node that left is in place of a replace that entered, the
+//!   sizes are the model's, and the diff is empty when `from == to`.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use std::collections::HashMap;
@@ -26,7 +30,7 @@ use session_core::json::Value;
 use session_core::{Event, Events, FixedClock, SharedClock, SurfaceOp};
 use session_fork::{Undo, uncompact, uncompact_events};
 use session_persist::Compression;
-use session_surface::{Session, derive_event_message, message_chars};
+use session_surface::{Session, ViewDiff, derive_event_message, message_chars, view_diff};
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
@@ -176,8 +180,110 @@ fn child_holds(parent: &Session, child: &Session, undone: &[u64]) -> Result<(), 
     Ok(())
 }
 
+/// `diff` applied to the view `before`: its left nodes dropped (the rest keep their order),
+/// its entered nodes put, in order, after the node each follows (first when it follows none).
+fn apply(diff: &ViewDiff, before: &[u64]) -> Vec<u64> {
+    let left: Vec<u64> = diff.left.iter().map(|l| l.seq).collect();
+    let entered_after = |anchor: Option<u64>| {
+        diff.entered
+            .iter()
+            .filter(move |e| e.follows == anchor)
+            .map(|e| e.seq)
+    };
+    let mut out: Vec<u64> = entered_after(None).collect();
+    for &n in before.iter().filter(|n| !left.contains(n)) {
+        out.push(n);
+        out.extend(entered_after(Some(n)));
+    }
+    out
+}
+
+/// The view diff of `events` between `from` and `to`, checked against the model.
+fn check_view_diff(
+    events: &Events,
+    header: &Value,
+    from: u64,
+    to: u64,
+) -> Result<(), TestCaseError> {
+    let upto = events.prefix(to as usize + 1);
+    let diff = view_diff(&upto, from).map_err(|e| fail("view_diff", &e))?;
+    prop_assert_eq!((diff.from, diff.to), (from, to));
+    let (before, _) = model_fold(&events.prefix(from as usize + 1), &[]);
+    let (after, _) = model_fold(&upto, &[]);
+    let applied = apply(&diff, &before);
+    prop_assert_eq!(
+        &applied,
+        &after,
+        "applying the diff {} -> {}: {:?}",
+        from,
+        to,
+        diff
+    );
+    let at_to = Session::from_restore_events(
+        header.get("id").and_then(Value::as_str).unwrap_or(""),
+        upto.clone(),
+        header,
+        clock(),
+    )
+    .map_err(|e| fail("restoring the log up to `to`", &e))?;
+    prop_assert_eq!(
+        messages_of(events, &applied),
+        at_to.derive_messages().to_vec()
+    );
+    prop_assert_eq!(
+        (diff.before.messages, diff.before.chars),
+        size(events, &before)
+    );
+    prop_assert_eq!(
+        (diff.after.messages, diff.after.chars),
+        size(events, &after)
+    );
+    for l in &diff.left {
+        let by = l.replaced_by;
+        let entered = diff.entered.iter().find(|e| Some(e.seq) == by);
+        prop_assert!(
+            entered.is_some_and(|e| e.replaces.contains(&l.seq)),
+            "seq {} left for {:?}, which did not enter in its place",
+            l.seq,
+            by
+        );
+    }
+    let replaced: usize = diff.entered.iter().map(|e| e.replaces.len()).sum();
+    prop_assert_eq!(
+        replaced,
+        diff.left.len(),
+        "an entered node stands for a node that did not leave"
+    );
+    if from == to {
+        prop_assert!(
+            diff.is_empty(),
+            "the diff of a point with itself: {:?}",
+            diff
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn applying_the_view_diff_gives_the_later_view(
+        history in arb_compacted_history(36),
+        points in proptest::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>()), 1..6),
+    ) {
+        let session = history.build();
+        let events = session.events();
+        prop_assume!(!events.is_empty());
+        let header = session.header().to_value();
+        let len = events.len();
+        for (a, b) in points {
+            let (x, y) = (a.index(len) as u64, b.index(len) as u64);
+            let (from, to) = (x.min(y), x.max(y));
+            check_view_diff(&events, &header, from, to)?;
+            check_view_diff(&events, &header, to, to)?;
+        }
+    }
 
     #[test]
     fn compactions_match_the_model_and_uncompact_undoes_exactly_one(

@@ -5,15 +5,10 @@
 //! child with `session_fork::uncompact` and publishes it the way `fork` does; the parent is
 //! never modified.
 
-use std::collections::{HashMap, HashSet};
-
 use session_core::Events;
 use session_core::json::Value;
 use session_fork::{Undo, uncompact_events};
-use session_surface::{
-    Transcript, TranscriptEntry, ViewSize, compactions_of, derive_event_message, fold_surface,
-    view_size,
-};
+use session_surface::{ViewSize, compactions_of, derive_event_message, fold_surface, view_diff};
 
 use crate::args::{Global, Invocation};
 use crate::cmd_read::{inspect_events, prefix_at, require_store};
@@ -211,14 +206,6 @@ fn message_at(events: &Events, seq: u64) -> Option<Value> {
         .cloned()
 }
 
-fn size_of(events: &Events, nodes: &[u64]) -> ViewSize {
-    let messages: Vec<Value> = nodes
-        .iter()
-        .filter_map(|&n| message_at(events, n))
-        .collect();
-    view_size(&messages)
-}
-
 /// A message's heading and first characters, or `(no message)`.
 fn one_line(message: Option<&Value>) -> String {
     message.map_or_else(
@@ -244,56 +231,8 @@ pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()
     let (target, store) = open(global, &args.session, true)?;
     let (_, events) = inspect_events(&store, &target)?;
     let to_events = prefix_at(&events, Some(args.to), &target.id)?;
-    let from_events = to_events.prefix(usize::try_from(args.from).unwrap_or(usize::MAX) + 1);
-    let from_nodes = nodes_at(&from_events, &target.id)?;
-    let to_nodes = nodes_at(&to_events, &target.id)?;
-    let from_set: HashSet<u64> = from_nodes.iter().copied().collect();
-    let to_set: HashSet<u64> = to_nodes.iter().copied().collect();
-    // Which replace took each node off the view, up to `to`.
-    let transcript =
-        Transcript::from_events(to_events.iter()).map_err(|e| not_folding(&target.id, &e))?;
-    let mut shadowed_by: HashMap<u64, u64> = HashMap::new();
-    for entry in transcript.iter() {
-        if let TranscriptEntry::Replacement {
-            event,
-            shadowed_seqs,
-            ..
-        } = entry
-        {
-            for s in shadowed_seqs.iter() {
-                shadowed_by.insert(*s, event.seq());
-            }
-        }
-    }
-    // A node that left the view stands in the `to` view as the replace that (perhaps through
-    // later replaces) covers it.
-    let stand_in = |mut seq: u64| -> Option<u64> {
-        while let Some(&by) = shadowed_by.get(&seq) {
-            if to_set.contains(&by) {
-                return Some(by);
-            }
-            seq = by;
-        }
-        None
-    };
-    let left: Vec<(u64, Option<u64>)> = from_nodes
-        .iter()
-        .filter(|n| !to_set.contains(n))
-        .map(|&n| (n, stand_in(n)))
-        .collect();
-    let mut replaces: HashMap<u64, Vec<u64>> = HashMap::new();
-    for (n, by) in &left {
-        if let Some(by) = by {
-            replaces.entry(*by).or_default().push(*n);
-        }
-    }
-    let entered: Vec<u64> = to_nodes
-        .iter()
-        .copied()
-        .filter(|n| !from_set.contains(n))
-        .collect();
-    let before = size_of(&events, &from_nodes);
-    let after = size_of(&events, &to_nodes);
+    let diff = view_diff(&to_events, args.from).map_err(|e| not_folding(&target.id, &e))?;
+    let (before, after) = (diff.before, diff.after);
     if global.json {
         let doc = obj([
             schema("diff"),
@@ -304,24 +243,21 @@ pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()
             ("after", size_json(after)),
             (
                 "left",
-                Value::array(left.iter().map(|&(n, by)| {
+                Value::array(diff.left.iter().map(|l| {
                     obj([
-                        ("seq", num(n)),
-                        ("message", message_at(&events, n).unwrap_or(Value::Null)),
-                        ("replacedBy", opt_num(by)),
+                        ("seq", num(l.seq)),
+                        ("message", message_at(&events, l.seq).unwrap_or(Value::Null)),
+                        ("replacedBy", opt_num(l.replaced_by)),
                     ])
                 })),
             ),
             (
                 "entered",
-                Value::array(entered.iter().map(|&n| {
+                Value::array(diff.entered.iter().map(|e| {
                     obj([
-                        ("seq", num(n)),
-                        ("message", message_at(&events, n).unwrap_or(Value::Null)),
-                        (
-                            "replaces",
-                            seqs(replaces.get(&n).map_or(&[][..], Vec::as_slice)),
-                        ),
+                        ("seq", num(e.seq)),
+                        ("message", message_at(&events, e.seq).unwrap_or(Value::Null)),
+                        ("replaces", seqs(&e.replaces)),
                     ])
                 })),
             ),
@@ -338,23 +274,25 @@ pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()
         out.line(&format!("  before: {}", size_text(before)))?;
         out.line(&format!("  after:  {}", size_text(after)))?;
         out.line("")?;
-        out.line(&s.bold(&format!("{} left the view", left.len())))?;
-        for &(n, by) in &left {
-            let what = one_line(message_at(&events, n).as_ref());
-            let by = by
+        out.line(&s.bold(&format!("{} left the view", diff.left.len())))?;
+        for l in &diff.left {
+            let what = one_line(message_at(&events, l.seq).as_ref());
+            let by = l
+                .replaced_by
                 .map(|b| format!(" (replaced by seq {b})"))
                 .unwrap_or_default();
-            out.line(&s.red(&format!("  - seq {n} {what}{by}")))?;
+            out.line(&s.red(&format!("  - seq {} {what}{by}", l.seq)))?;
         }
         out.line("")?;
-        out.line(&s.bold(&format!("{} entered the view", entered.len())))?;
-        for &n in &entered {
-            let what = one_line(message_at(&events, n).as_ref());
-            let stands = replaces
-                .get(&n)
-                .map(|r| format!(" (in place of seqs {})", join_seqs(r)))
-                .unwrap_or_default();
-            out.line(&s.green(&format!("  + seq {n} {what}{stands}")))?;
+        out.line(&s.bold(&format!("{} entered the view", diff.entered.len())))?;
+        for e in &diff.entered {
+            let what = one_line(message_at(&events, e.seq).as_ref());
+            let stands = if e.replaces.is_empty() {
+                String::new()
+            } else {
+                format!(" (in place of seqs {})", join_seqs(&e.replaces))
+            };
+            out.line(&s.green(&format!("  + seq {} {what}{stands}", e.seq)))?;
         }
     }
     store.close()

@@ -217,7 +217,7 @@ pub(crate) fn import(
         )?);
     }
     // Subagent transcripts beside the file.
-    if let Some(sid) = &session_id {
+    if let Some(sid) = session_id.as_ref().filter(|_| source.on_disk) {
         for path in subagent_files(&source.path, sid) {
             let Ok((sub_source, sub_lines)) = read_lines(&path) else {
                 continue;

@@ -70,6 +70,9 @@ pub(crate) struct Source {
     pub(crate) name: String,
     /// A digest of the file's name and size, for ids of sources that name none.
     pub(crate) digest: String,
+    /// Whether `path` is a file on disk, so that files beside it (Claude Code subagent
+    /// transcripts) are looked for; not for [`import_reader`].
+    pub(crate) on_disk: bool,
 }
 
 /// One line: its record when it parsed as a JSON object, or what was cut.
@@ -85,7 +88,16 @@ pub(crate) struct SourceLine {
 /// Reads every line of `path`. Blank lines are skipped; a line that is not a JSON object is
 /// returned with its [`CutLine`].
 pub(crate) fn read_lines(path: &Path) -> Result<(Source, Vec<SourceLine>), ImportError> {
-    let mut lines = read::open(path)?;
+    let lines = read::open(path)?;
+    collect_lines(lines, path, true)
+}
+
+/// Reads every line of `lines` (read from `path`; `on_disk` says whether `path` is a file).
+fn collect_lines(
+    mut lines: read::Lines,
+    path: &Path,
+    on_disk: bool,
+) -> Result<(Source, Vec<SourceLine>), ImportError> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -147,6 +159,7 @@ pub(crate) fn read_lines(path: &Path) -> Result<(Source, Vec<SourceLine>), Impor
             path: path.to_path_buf(),
             name,
             digest,
+            on_disk,
         },
         out,
     ))
@@ -227,8 +240,54 @@ pub fn import_file(
     options: &ImportOptions,
 ) -> Result<Vec<Imported>, ImportError> {
     let (source, lines) = read_lines(path)?;
+    import_lines(format, &source, lines, options)
+}
+
+/// Imports the plain JSONL text `reader` yields, in `format`, as [`import_file`] imports a file:
+/// `name` stands for the file in errors, reports and ids derived from the source (its file
+/// name). Nothing is read from disk: zstd is not decompressed, and a Claude Code transcript's
+/// subagent transcripts are not looked for (its inline sidechains still become child
+/// sessions). The same bounds hold ([`MAX_LINE_BYTES`](crate::MAX_LINE_BYTES) per line,
+/// [`MAX_PLAIN_BYTES`](crate::MAX_PLAIN_BYTES) in all).
+///
+/// ```
+/// use std::path::Path;
+/// use session_import::{Format, ImportOptions, import_reader};
+///
+/// let text = concat!(
+///     r#"{"type":"user","sessionId":"s1","uuid":"u1","timestamp":"2026-01-02T03:04:05.000Z","message":{"role":"user","content":"hi"}}"#, "\n",
+///     "not json\n",
+/// );
+/// let imported = import_reader(
+///     Format::ClaudeCode,
+///     text.as_bytes(),
+///     Path::new("s1.jsonl"),
+///     &ImportOptions::default(),
+/// )?;
+/// assert_eq!(imported[0].session.id().as_ref(), "claude-code-s1");
+/// // The malformed line is cut and reported where it is.
+/// assert_eq!(imported[0].report.cut[0].error.line(), Some(2));
+/// # Ok::<(), session_import::ImportError>(())
+/// ```
+pub fn import_reader(
+    format: Format,
+    reader: impl std::io::BufRead + 'static,
+    name: &Path,
+    options: &ImportOptions,
+) -> Result<Vec<Imported>, ImportError> {
+    let reader = Box::new(reader.take(read::MAX_PLAIN_BYTES));
+    let (source, lines) = collect_lines(read::from_reader(reader, name), name, false)?;
+    import_lines(format, &source, lines, options)
+}
+
+fn import_lines(
+    format: Format,
+    source: &Source,
+    lines: Vec<SourceLine>,
+    options: &ImportOptions,
+) -> Result<Vec<Imported>, ImportError> {
     match format {
-        Format::Codex => crate::codex::import(&source, lines, options.id.as_deref()),
-        Format::ClaudeCode => crate::claude_code::import(&source, lines, options.id.as_deref()),
+        Format::Codex => crate::codex::import(source, lines, options.id.as_deref()),
+        Format::ClaudeCode => crate::claude_code::import(source, lines, options.id.as_deref()),
     }
 }

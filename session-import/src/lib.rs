@@ -3,7 +3,8 @@
 //! sidechain and subagent transcripts as child sessions).
 //!
 //! Primary items: [`import_file`] (a file in a [`Format`] to [`Imported`] sessions, each with
-//! its [`ImportReport`]), [`ImportError`] (kind, file, line, byte offset), one module per
+//! its [`ImportReport`]), [`import_reader`] (the same from plain JSONL bytes, nothing read from
+//! disk), [`ImportError`] (kind, file, line, byte offset), one module per
 //! format ([`codex`], [`claude_code`]) over a shared mapping core.
 //!
 //! # Key design decision
@@ -52,7 +53,7 @@ mod report;
 pub mod samples;
 
 pub use build::RECORD_EVENT;
-pub use core::{Format, ImportOptions, Imported, import_file};
+pub use core::{Format, ImportOptions, Imported, import_file, import_reader};
 pub use error::{ImportError, ImportErrorKind};
 pub use read::{MAX_LINE_BYTES, MAX_PLAIN_BYTES, MAX_WINDOW_LOG};
 pub use report::{CutLine, ImportReport, Refusal, Tokens};

@@ -408,6 +408,43 @@ proptest! {
             Err(e) => prop_assert_eq!(e.kind(), session_import::ImportErrorKind::Empty),
         }
     }
+
+    #[test]
+    fn a_reader_imports_like_the_file(ops in proptest::collection::vec(codex_op(), 0..30), claude in any::<bool>(), junk in 0usize..4, seed in 0u32..1000) {
+        let (format, mut lines) = if claude {
+            (Format::ClaudeCode, claude_lines(&ops))
+        } else {
+            (Format::Codex, codex_lines(&ops))
+        };
+        if junk > 0 {
+            let at = junk.min(lines.len());
+            lines.insert(at, "{not json".to_owned());
+        }
+        let text = lines.join("\n");
+        let path = write(&[], &format!("reader-{seed}.jsonl"));
+        std::fs::write(&path, &text).unwrap();
+        let from_file = import_file(format, &path, &ImportOptions::default());
+        let from_reader = session_import::import_reader(
+            format,
+            std::io::Cursor::new(text.into_bytes()),
+            &path,
+            &ImportOptions::default(),
+        );
+        match (from_file, from_reader) {
+            (Ok(a), Ok(b)) => {
+                prop_assert_eq!(a.len(), b.len());
+                for (a, b) in a.iter().zip(&b) {
+                    prop_assert_eq!(a.session.id(), b.session.id());
+                    prop_assert_eq!(a.session.header(), b.session.header());
+                    let lines = |i: &Imported| i.session.events().iter().map(session_core::Event::to_json).collect::<Vec<_>>();
+                    prop_assert_eq!(lines(a), lines(b));
+                    prop_assert_eq!(format!("{:?}", a.report), format!("{:?}", b.report));
+                }
+            }
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => prop_assert!(false, "the file gives {:?}, the reader {:?}", a.map(|v| v.len()), b.map(|v| v.len())),
+        }
+    }
 }
 
 #[test]

@@ -125,3 +125,103 @@ async fn a_server_error_is_a_typed_database_error_in_the_chain() {
         "{db:?}"
     );
 }
+
+/// A pool of one whose connection is held (an append blocked on a row lock another client
+/// holds): a second operation fails with `PoolTimeout` (kind backend) once the pool timeout has
+/// passed and well before any other bound, naming the timeout and the pool size; once the
+/// lock is released the held append finishes and the next operation is served.
+#[tokio::test]
+async fn a_held_pool_times_out_naming_the_timeout_then_serves_again() {
+    const TIMEOUT: std::time::Duration = std::time::Duration::from_millis(400);
+    if !server_available("a_held_pool_times_out_naming_the_timeout_then_serves_again") {
+        return;
+    }
+    let schema = TestSchema::new();
+    let backend = schema
+        .backend_with(schema.options().pool_size(1).pool_timeout(TIMEOUT))
+        .await;
+    let m = meta("pool");
+    backend.append_batch(&m, &batch(0, 2), false).await.unwrap();
+
+    // Another client locks the session row; the next append waits on it, holding the pool's
+    // only connection.
+    let locker = schema.client().await;
+    locker.batch_execute("BEGIN").await.unwrap();
+    locker
+        .execute(
+            "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+            &[&"pool"],
+        )
+        .await
+        .unwrap();
+    let holder = {
+        let backend = backend.clone();
+        let m = m.clone();
+        tokio::spawn(async move { backend.append_batch(&m, &batch(2, 1), true).await })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let blocked: i64 = locker
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if blocked > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the append never waited on the row lock"
+        );
+        assert!(
+            !holder.is_finished(),
+            "the append did not wait on the row lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // Listing takes no row lock: only the pool can make it wait.
+    let started = std::time::Instant::now();
+    let err = backend.list().await.unwrap_err();
+    let waited = started.elapsed();
+    assert!(
+        waited >= TIMEOUT,
+        "failed after {waited:?}, before the timeout"
+    );
+    assert!(
+        waited < TIMEOUT + std::time::Duration::from_secs(5),
+        "failed only after {waited:?}"
+    );
+    assert_eq!(err.kind(), ErrorKind::Backend, "{err}");
+    let typed = err
+        .source()
+        .and_then(|s| s.downcast_ref::<session_persist_postgres::Error>())
+        .expect("the backend's error is the source");
+    assert!(
+        matches!(
+            typed,
+            session_persist_postgres::Error::PoolTimeout { ms: 400, size: 1 }
+        ),
+        "{typed:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("400 ms") && text.contains("all 1 pooled"),
+        "the message names the timeout and the pool size: {text}"
+    );
+    assert!(!holder.is_finished(), "the held append finished early");
+
+    locker.batch_execute("COMMIT").await.unwrap();
+    holder.await.unwrap().unwrap();
+    let loaded = backend
+        .load_stored("pool")
+        .await
+        .unwrap()
+        .expect("the session");
+    assert_eq!(loaded.events.len(), 3, "the held append committed");
+    backend.list().await.unwrap();
+}

@@ -107,7 +107,8 @@ mod surface;
 mod transcript;
 
 pub use compaction::{
-    Compaction, ViewSize, approx_tokens, compactions_of, message_chars, view_size,
+    Compaction, EnteredNode, LeftNode, ViewDiff, ViewSize, approx_tokens, compactions_of,
+    message_chars, view_diff, view_size,
 };
 pub use derive::{Messages, MessagesIter, derive_event_message};
 pub use error::{Error, Result, ShapeProblem, SharedError};
