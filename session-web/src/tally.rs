@@ -18,7 +18,7 @@ const TALLY_LINEAR: usize = 32;
 
 /// Per-event-type tallies in first-seen order, without hashing a string for every event: the
 /// type of the previous event is tried first (runs of one type are the common case), then the
-/// few types seen so far by a linear scan; only a log of more than [`TALLY_LINEAR`] distinct
+/// few types seen so far by a linear scan; only a log of more than 32 (`TALLY_LINEAR`) distinct
 /// types looks them up in a hash index, so hostile input costs no more than before.
 pub struct TypeTally<T> {
     rows: Vec<(String, T)>,

@@ -11,12 +11,15 @@ use session_persist::Compression;
 /// The name the fuzzed bytes are imported under.
 const NAME: &str = "fuzz.jsonl";
 
-/// `cargo fuzz run import_codex`: see [`import`].
+/// `cargo fuzz run import_codex`: the bytes imported as a Codex rollout. An import that fails
+/// is a typed error naming the file; every session it gives passes every stored-log check,
+/// strict; every cut line is named by a line and byte offset inside the bytes.
 pub fn import_codex(data: &[u8]) {
     import(Format::Codex, data);
 }
 
-/// `cargo fuzz run import_claude_code`: see [`import`].
+/// `cargo fuzz run import_claude_code`: the bytes imported as a Claude Code transcript, with
+/// the checks of [`import_codex`].
 pub fn import_claude_code(data: &[u8]) {
     import(Format::ClaudeCode, data);
 }

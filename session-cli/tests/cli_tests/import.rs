@@ -1,5 +1,5 @@
 //! `sessionctl import` end to end over every sample: into JSONL (zstd and raw) and `SQLite`
-//! stores, then `verify --strict`, and the same model view read back from every backend.
+//! stores (`PostgreSQL` in `postgres_store.rs`), then `verify --strict`, and the same model view read back from every backend.
 
 #![allow(clippy::unwrap_used)]
 
@@ -19,7 +19,7 @@ fn sample_files(format: Format) -> Option<Vec<PathBuf>> {
 }
 
 /// Imports every sample of `format` into `store`; returns each session's id and its view.
-fn import_all(store: &[&str], format: Format) -> Option<Vec<(String, String)>> {
+pub(crate) fn import_all(store: &[&str], format: Format) -> Option<Vec<(String, String)>> {
     let files = sample_files(format)?;
     let mut args: Vec<String> = store.iter().map(|s| (*s).to_owned()).collect();
     args.extend(["import".into(), format.as_str().into()]);
