@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use session_core::json::Value;
-use session_core::request::{REQUEST_CONTEXT, REQUEST_HEADER, fold_request_header};
+use session_core::request::RequestAsOf;
 use session_core::{Event, Events};
 use session_persist::jsonl::scan_zstd_frames;
 use session_persist::{Backend, Compression};
@@ -502,55 +502,31 @@ pub(crate) fn header(inv: &Invocation, out: &mut Out) -> Result<()> {
     let (target, store) = open_target(inv, inv.operand(0), true)?;
     let (_, events) = inspect_events(&store, &target)?;
     let events = prefix_at(&events, at, &target.id)?;
-    let last_header: Option<Event> = events
-        .iter()
-        .rev()
-        .find(|e| e.event_type() == REQUEST_HEADER)
-        .cloned();
-    let last_context: Option<Event> = events
-        .iter()
-        .rev()
-        .find(|e| e.event_type() == REQUEST_CONTEXT)
-        .cloned();
-    let folded = fold_request_header(last_header.iter(), None);
-    let reason = last_header
-        .as_ref()
-        .and_then(|e| e.data().get("reason"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let request = RequestAsOf::of(&events);
     if inv.global.json {
         let doc = obj([
             schema("header"),
             ("id", Value::from(target.id.as_str())),
             ("at", opt_num(at)),
-            ("header", folded.clone().unwrap_or_default()),
-            ("headerSeq", opt_num(last_header.as_ref().map(Event::seq))),
-            ("reason", opt_str(reason)),
-            (
-                "context",
-                last_context
-                    .as_ref()
-                    .map(|e| e.data().clone())
-                    .unwrap_or_default(),
-            ),
-            ("contextSeq", opt_num(last_context.as_ref().map(Event::seq))),
-        ]);
+        ]
+        .into_iter()
+        .chain(request.json_members()));
         write_doc(out, &doc)?;
     } else {
         let s = out.style;
         let as_of = at.map(|a| format!(" as of seq {a}")).unwrap_or_default();
-        let Some(h) = folded else {
+        let Some(h) = request.header else {
             out.line(&format!(
                 "no request header in {}{as_of} (no request/header event)",
                 escape_controls(&target.id)
             ))?;
             return store.close();
         };
-        let seq = last_header.as_ref().map_or(0, Event::seq);
+        let seq = request.header_event.as_ref().map_or(0, Event::seq);
         out.line(&s.bold(&format!(
             "request header of {}{as_of}: set at seq {seq} ({})",
             escape_controls(&target.id),
-            reason.as_deref().unwrap_or("no reason")
+            request.reason.as_deref().unwrap_or("no reason")
         )))?;
         let mut rows: Vec<Vec<String>> = Vec::new();
         if let Some(config) = h.get("config").and_then(Value::as_object) {
@@ -588,7 +564,7 @@ pub(crate) fn header(inv: &Invocation, out: &mut Out) -> Result<()> {
                 ),
             ]);
         }
-        if let Some(ctx) = &last_context {
+        if let Some(ctx) = &request.context_event {
             let d = ctx.data();
             let mut parts = Vec::new();
             for k in ["provider", "model", "contextWindow"] {

@@ -235,6 +235,67 @@ pub fn fold_request_header<'a>(
     }
 }
 
+/// The request state at the end of a prefix of a log: the last `request/header` event, the
+/// header it folds to, its `reason`, and the last `request/context` event. One reading for
+/// `sessionctl header` and the web view's header route.
+#[derive(Debug, Clone, Default)]
+pub struct RequestAsOf {
+    /// The last `request/header` event.
+    pub header_event: Option<Event>,
+    /// The folded header ([`fold_request_header`]), `None` without a `request/header`.
+    pub header: Option<Value>,
+    /// The last header's `reason`.
+    pub reason: Option<String>,
+    /// The last `request/context` event.
+    pub context_event: Option<Event>,
+}
+
+impl RequestAsOf {
+    /// Reads the state from `events`, walked from the end.
+    pub fn of(events: &crate::Events) -> RequestAsOf {
+        let last_of = |ty: &str| events.iter().rev().find(|e| e.event_type() == ty).cloned();
+        let header_event = last_of(REQUEST_HEADER);
+        let context_event = last_of(REQUEST_CONTEXT);
+        let header = fold_request_header(header_event.iter(), None);
+        let reason = header_event
+            .as_ref()
+            .and_then(|e| e.data().get("reason"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        RequestAsOf {
+            header_event,
+            header,
+            reason,
+            context_event,
+        }
+    }
+
+    /// The document's members after `id` and `at`: `header` (`{}` when none), `headerSeq`,
+    /// `reason`, `context` (`{}` when none) and `contextSeq`.
+    pub fn json_members(&self) -> [(&'static str, Value); 5] {
+        let seq = |e: &Option<Event>| {
+            e.as_ref()
+                .map_or(Value::Null, |e| crate::event::seq_value(e.seq()))
+        };
+        [
+            ("header", self.header.clone().unwrap_or_default()),
+            ("headerSeq", seq(&self.header_event)),
+            (
+                "reason",
+                self.reason.clone().map_or(Value::Null, Value::from),
+            ),
+            (
+                "context",
+                self.context_event
+                    .as_ref()
+                    .map(|e| e.data().clone())
+                    .unwrap_or_default(),
+            ),
+            ("contextSeq", seq(&self.context_event)),
+        ]
+    }
+}
+
 /// The incremental form of [`fold_request_header`] (`Session.requestHeader()`).
 ///
 /// Push events in log order; [`RequestHeaderFold::current`] is the canonical header of the

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use session_core::event::seq_value;
 use session_core::json::{Number, Value};
-use session_core::request::{REQUEST_CONTEXT, REQUEST_HEADER, fold_request_header};
+use session_core::request::RequestAsOf;
 use session_core::{Event, Events, SessionHeader};
 use session_persist::{DetailedInspection, TornMarker};
 use session_repair::{TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
@@ -561,37 +561,13 @@ impl SessionView {
     /// --json`, without its `schema`.
     pub fn header_at(&self, at: Option<u64>) -> Result<Value> {
         let events = self.prefix(at)?;
-        let last_header = events
-            .iter()
-            .rev()
-            .find(|e| e.event_type() == REQUEST_HEADER)
-            .cloned();
-        let last_context = events
-            .iter()
-            .rev()
-            .find(|e| e.event_type() == REQUEST_CONTEXT)
-            .cloned();
-        let folded = fold_request_header(last_header.iter(), None);
-        let reason = last_header
-            .as_ref()
-            .and_then(|e| e.data().get("reason"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let request = RequestAsOf::of(&events);
         Ok(obj([
             ("id", Value::from(&*self.meta.id)),
             ("at", opt_num(at)),
-            ("header", folded.unwrap_or_default()),
-            ("headerSeq", opt_num(last_header.as_ref().map(Event::seq))),
-            ("reason", opt_str(reason)),
-            (
-                "context",
-                last_context
-                    .as_ref()
-                    .map(|e| e.data().clone())
-                    .unwrap_or_default(),
-            ),
-            ("contextSeq", opt_num(last_context.as_ref().map(Event::seq))),
-        ]))
+        ]
+        .into_iter()
+        .chain(request.json_members())))
     }
 }
 
