@@ -2,38 +2,9 @@
 
 use std::io::Write;
 
-use session_core::event::seq_value;
-use session_core::json::{Number, Value};
+use session_core::json::Value;
 
-/// An object with keys in the given order.
-pub(crate) fn obj<'a>(entries: impl IntoIterator<Item = (&'a str, Value)>) -> Value {
-    Value::object(entries)
-}
-
-/// A non-negative integer.
-pub(crate) fn num(n: u64) -> Value {
-    seq_value(n)
-}
-
-/// A float (non-finite values become `null`).
-pub(crate) fn float(n: f64) -> Value {
-    Number::from_f64(n).map_or(Value::Null, Value::Number)
-}
-
-/// An optional non-negative integer (`null` when absent).
-pub(crate) fn opt_num(n: Option<u64>) -> Value {
-    n.map_or(Value::Null, num)
-}
-
-/// An optional string (`null` when absent).
-pub(crate) fn opt_str(s: Option<impl Into<Value>>) -> Value {
-    s.map_or(Value::Null, Into::into)
-}
-
-/// An array of seqs.
-pub(crate) fn seqs(items: &[u64]) -> Value {
-    Value::array(items.iter().copied().map(num))
-}
+pub(crate) use session_core::json::build::{float, num, obj, opt_num, opt_str, seqs};
 
 /// Writes a document whose last member is a large array, one element per line, without
 /// building the whole text: `{<head members>,"<key>":[\n<e1>,\n<e2>\n]}\n`.

@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use session_core::event::seq_value;
-use session_core::json::{Number, Value};
+use session_core::json::Value;
 use session_core::request::RequestAsOf;
 use session_core::{Event, Events, SessionHeader};
 use session_persist::{DetailedInspection, TornMarker};
@@ -14,30 +13,8 @@ use session_surface::{Compaction, ViewSize, compactions_of, derive_event_message
 use crate::error::{Error, Result};
 use crate::tally::counts;
 
-/// An object with keys in the given order.
-pub(crate) fn obj<'a>(entries: impl IntoIterator<Item = (&'a str, Value)>) -> Value {
-    Value::object(entries)
-}
-
-/// A non-negative integer.
-pub(crate) fn num(n: u64) -> Value {
-    seq_value(n)
-}
-
-/// A signed integer (times may be negative in hostile logs).
-pub(crate) fn int(n: i64) -> Value {
-    Number::from_f64(n as f64).map_or(Value::Null, Value::Number)
-}
-
-/// An optional non-negative integer.
-pub(crate) fn opt_num(n: Option<u64>) -> Value {
-    n.map_or(Value::Null, num)
-}
-
-/// An optional string.
-pub(crate) fn opt_str(s: Option<impl Into<Value>>) -> Value {
-    s.map_or(Value::Null, Into::into)
-}
+use session_core::json::build::seqs;
+pub(crate) use session_core::json::build::{int, num, obj, opt_num, opt_str};
 
 /// What kind of line a timeline row is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,10 +150,6 @@ pub fn view_size_json(size: ViewSize) -> Value {
         ("chars", num(size.chars)),
         ("approxTokens", num(size.approx_tokens)),
     ])
-}
-
-fn seqs(items: &[u64]) -> Value {
-    Value::array(items.iter().copied().map(num))
 }
 
 /// One compaction as the JSON documents show it (`sessionctl compactions --json`, the API).

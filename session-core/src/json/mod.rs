@@ -10,6 +10,7 @@
 //! these two a [`Value`] keeps its key order and number spellings; errors are [`SerdeError`]s
 //! naming the JSON Pointer of the offending part.
 
+pub mod build;
 mod number;
 mod parse;
 mod scan;
