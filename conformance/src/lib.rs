@@ -57,6 +57,8 @@ pub mod crash_model;
 pub mod draft_rounds;
 pub mod fuzz_targets;
 pub mod r#gen;
+pub mod import_samples;
+pub mod skip;
 /// The invariant checkers live in the product crate `session-check` (which `sessionctl verify`
 /// runs without linking the generators); they are re-exported here under their old path.
 pub use session_check as invariants;

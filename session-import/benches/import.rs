@@ -8,9 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
+use conformance::import_samples as samples;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value as J;
-use session_import::{Format, ImportOptions, import_file, samples};
+use session_import::{Format, ImportOptions, import_file};
 
 fn largest(dir: &Path, format: Format) -> PathBuf {
     samples::files(dir, format)

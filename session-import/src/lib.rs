@@ -50,7 +50,6 @@ mod core;
 mod error;
 mod read;
 mod report;
-pub mod samples;
 
 pub use build::RECORD_EVENT;
 pub use core::{Format, ImportOptions, Imported, import_file, import_reader};

@@ -4,10 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+use conformance::import_samples as samples;
 use proptest::prelude::*;
 use serde_json::{Value as J, json};
 use session_check::{StoredLogChecks, check_stored_log};
-use session_import::{Format, ImportOptions, Imported, import_file, samples};
+use session_import::{Format, ImportOptions, Imported, import_file};
 use session_persist::Compression;
 
 fn texts(m: &session_core::json::Value) -> (String, String) {

@@ -6,8 +6,9 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+use conformance::import_samples as samples;
 use serde_json::Value as J;
-use session_import::{Format, ImportOptions, Imported, import_file, samples};
+use session_import::{Format, ImportOptions, Imported, import_file};
 
 #[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
 struct Counts {

@@ -3,8 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
+use conformance::import_samples as samples;
 use session_check::{StoredLogChecks, check_stored_log};
-use session_import::{Format, ImportOptions, Imported, import_file, samples};
+use session_import::{Format, ImportOptions, Imported, import_file};
 use session_persist::Compression;
 
 fn all() -> Option<Vec<(Format, std::path::PathBuf)>> {

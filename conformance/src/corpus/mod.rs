@@ -41,8 +41,18 @@ pub const CORPUS_OPTIONAL_ENV: &str = "SESSION_CORPUS_OPTIONAL";
 /// Where the corpus is: `$SESSION_CORPUS` when set, else `../shared/corpus` beside the
 /// workspace. The directory is not checked; see [`require`].
 pub fn locate() -> PathBuf {
-    std::env::var_os(CORPUS_ENV).map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
+    shared_dir(CORPUS_ENV, "corpus")
+}
+
+/// A directory of the workplace's shared data: `$<env>` when set, else `../shared/<name>`
+/// beside the workspace.
+pub(crate) fn shared_dir(env: &str, name: &str) -> PathBuf {
+    std::env::var_os(env).map_or_else(
+        || {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../shared")
+                .join(name)
+        },
         PathBuf::from,
     )
 }
@@ -51,29 +61,20 @@ pub fn locate() -> PathBuf {
 ///
 /// # Panics
 ///
-/// When the corpus is not there, unless `SESSION_CORPUS_OPTIONAL=1` is set; then it prints
-/// `SKIPPED: …` to the process's standard error (directly, so the test harness does not
-/// capture it) and returns `None`.
+/// When the corpus is not there, unless `SESSION_CORPUS_OPTIONAL=1` is set; then the skip is
+/// announced ([`crate::skip`]: `SKIPPED: …` on the process's standard error, which the test
+/// harness does not capture) and `None` returned.
 pub fn require() -> Option<PathBuf> {
     let dir = locate();
-    if dir.join("index.json").is_file() {
-        return Some(dir);
-    }
-    let optional = std::env::var_os(CORPUS_OPTIONAL_ENV).is_some_and(|v| v == "1");
-    assert!(
-        optional,
-        "golden corpus not found at {} (set {CORPUS_ENV} to its directory, or \
-         {CORPUS_OPTIONAL_ENV}=1 to skip tests that need it)",
-        dir.display()
-    );
-    let _ = std::io::Write::write_fmt(
-        &mut std::io::stderr(),
+    crate::skip::unless_allowed(
+        CORPUS_OPTIONAL_ENV,
         format_args!(
-            "\nSKIPPED: golden corpus not found at {} ({CORPUS_OPTIONAL_ENV}=1)\n",
+            "golden corpus not found at {} (set {CORPUS_ENV} to its directory)",
             dir.display()
         ),
-    );
-    None
+        || dir.join("index.json").is_file(),
+    )
+    .then_some(dir)
 }
 
 /// Why a directory is not laid out like the corpus.

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 
 use crate::common::{Temp, run};
-use session_import::{Format, samples};
+use conformance::import_samples as samples;
+use session_import::Format;
 
 fn sample_files(format: Format) -> Option<Vec<PathBuf>> {
     let dir = samples::require()?;

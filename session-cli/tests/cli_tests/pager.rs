@@ -32,19 +32,11 @@ fn on_terminal(args: &[&str], pager: Option<&str>) -> String {
 }
 
 fn script_available() -> bool {
-    const ALLOW_SKIP: &str = "SESSION_TEST_ALLOW_NO_SCRIPT";
-    if Command::new("script").arg("--version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var(ALLOW_SKIP).as_deref() == Ok("1"),
-        "util-linux `script` is not installed; set {ALLOW_SKIP}=1 to skip the pager tests"
-    );
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        b"SKIPPED: pager tests: util-linux `script` is not installed\n",
-    );
-    false
+    conformance::skip::unless_allowed(
+        "SESSION_TEST_ALLOW_NO_SCRIPT",
+        "pager tests: util-linux `script` is not installed",
+        || Command::new("script").arg("--version").output().is_ok(),
+    )
 }
 
 #[test]

@@ -118,7 +118,7 @@ fn jsonl_to_postgres_to_jsonl_keeps_every_event_byte_for_byte() {
 #[test]
 fn imported_samples_read_back_the_same_from_postgres() {
     use session_import::Format;
-    if session_import::samples::require().is_none() {
+    if conformance::import_samples::require().is_none() {
         return;
     }
     for format in [Format::Codex, Format::ClaudeCode] {

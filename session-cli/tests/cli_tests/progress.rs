@@ -32,16 +32,11 @@ fn stderr_on_terminal(args: &[&str], stdout_file: &std::path::Path) -> String {
 
 #[test]
 fn progress_shows_bytes_rate_and_eta_on_a_terminal_only() {
-    const ALLOW_SKIP: &str = "SESSION_TEST_ALLOW_NO_SCRIPT";
-    if Command::new("script").arg("--version").output().is_err() {
-        assert!(
-            std::env::var(ALLOW_SKIP).as_deref() == Ok("1"),
-            "util-linux `script` is not installed; set {ALLOW_SKIP}=1 to skip the progress test"
-        );
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            b"SKIPPED: progress test: util-linux `script` is not installed\n",
-        );
+    if !conformance::skip::unless_allowed(
+        "SESSION_TEST_ALLOW_NO_SCRIPT",
+        "progress test: util-linux `script` is not installed",
+        || Command::new("script").arg("--version").output().is_ok(),
+    ) {
         return;
     }
     let root = Temp::new("progress");

@@ -10,7 +10,7 @@
     clippy::result_large_err
 )]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,17 +44,11 @@ fn have(program: &str) -> bool {
 
 /// Whether the browser is there; otherwise fails, or skips loudly when allowed.
 fn browser_available() -> bool {
-    if have("chromium") && have("chromedriver") {
-        return true;
-    }
-    let line = "SKIPPED: chromium or chromedriver is not installed (apt-get install chromium chromium-driver) [web_browser]";
-    assert!(
-        std::env::var(ALLOW_SKIP).as_deref() == Ok("1"),
-        "{line}; set {ALLOW_SKIP}=1 to skip"
-    );
-    // Written to the process's stderr directly: the test harness captures `eprintln!`.
-    let _ = writeln!(std::io::stderr(), "\n{line}");
-    false
+    conformance::skip::unless_allowed(
+        ALLOW_SKIP,
+        "chromium or chromedriver is not installed (apt-get install chromium chromium-driver) [web_browser]",
+        || have("chromium") && have("chromedriver"),
+    )
 }
 
 fn free_port() -> u16 {
