@@ -547,16 +547,20 @@ pub(crate) enum Backing {
 
 impl Backing {
     /// Opens the backend of `at` (a file store creates nothing before the first write; a
-    /// `PostgreSQL` store connects, and creates its tables when missing).
+    /// `PostgreSQL` store connects, and creates its tables when missing). `scan_root`: a JSONL
+    /// root is scanned whole ([`JsonlConfig::scan_root`]); off for a command on one session,
+    /// which then opens only that session's files.
     fn open(
         at: &StoreAt,
         rt: &tokio::runtime::Runtime,
+        scan_root: bool,
     ) -> std::result::Result<Backing, session_persist::Error> {
         Ok(match at {
             StoreAt::Jsonl { root, compression } => Backing::Jsonl(Arc::new(JsonlBackend::open(
                 JsonlConfig::new(root)
                     .compression(*compression)
-                    .allow_permissive_dirs(permissive_dirs_allowed()),
+                    .allow_permissive_dirs(permissive_dirs_allowed())
+                    .scan_root(scan_root),
             )?)),
             StoreAt::Sqlite { path } => {
                 let config = SqliteConfig::new(path.to_string_lossy().into_owned());
@@ -649,6 +653,20 @@ impl Store {
 
     /// Opens the store with a given clock for new sessions.
     pub(crate) fn open_with(at: &StoreAt, clock: session_core::SharedClock) -> Result<Store> {
+        Store::open_scanning(at, clock, true)
+    }
+
+    /// Opens the store for a command on one session: a JSONL root is not scanned whole.
+    fn open_for_one(at: &StoreAt) -> Result<Store> {
+        Store::open_scanning(at, system_clock(), false)
+    }
+
+    /// Opens the store, scanning a JSONL root whole or not (see [`Backing::open`]).
+    fn open_scanning(
+        at: &StoreAt,
+        clock: session_core::SharedClock,
+        scan_root: bool,
+    ) -> Result<Store> {
         if let StoreAt::Sqlite { path } = at
             && path.to_str().is_none()
         {
@@ -661,7 +679,7 @@ impl Store {
             check_database_path(path)?;
         }
         let rt = runtime()?;
-        let backing = Backing::open(at, &rt).map_err(|error| Error::Persist {
+        let backing = Backing::open(at, &rt, scan_root).map_err(|error| Error::Persist {
             error: Box::new(error),
             file: None,
             store: at.clone(),
@@ -707,7 +725,7 @@ impl Store {
     pub(crate) fn for_target(target: &Target) -> Result<Store> {
         match (&target.file, target.outside, target.at.compression()) {
             (Some(file), true, Some(compression)) => Store::open_file(file, compression),
-            _ => Store::open(&target.at),
+            _ => Store::open_for_one(&target.at),
         }
     }
 
