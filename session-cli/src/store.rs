@@ -546,10 +546,10 @@ pub(crate) enum Backing {
 }
 
 impl Backing {
-    /// Opens the backend of `at` (a file store creates nothing before the first write; a
-    /// `PostgreSQL` store connects, and creates its tables when missing). `scan_root`: a JSONL
-    /// root is scanned whole ([`JsonlConfig::scan_root`]); off for a command on one session,
-    /// which then opens only that session's files.
+    /// Opens the backend of `at`, creating nothing before the first write (a file store
+    /// creates its file, a `PostgreSQL` store its schema, when a command first writes).
+    /// `scan_root`: a JSONL root is scanned whole ([`JsonlConfig::scan_root`]); off for a
+    /// command on one session, which then opens only that session's files.
     fn open(
         at: &StoreAt,
         rt: &tokio::runtime::Runtime,
@@ -566,9 +566,14 @@ impl Backing {
                 let config = SqliteConfig::new(path.to_string_lossy().into_owned());
                 Backing::Sqlite(Arc::new(SqliteBackend::new(config)?))
             }
-            StoreAt::Postgres { url, take_over } => Backing::Postgres(Arc::new(rt.block_on(
-                PostgresBackend::connect(url, PostgresOptions::default().take_over(*take_over)),
-            )?)),
+            StoreAt::Postgres { url, take_over } => Backing::Postgres(Arc::new(
+                rt.block_on(PostgresBackend::connect(
+                    url,
+                    PostgresOptions::default()
+                        .take_over(*take_over)
+                        .create_schema(false),
+                ))?,
+            )),
         })
     }
 
