@@ -438,8 +438,23 @@ fn from_file(file: &Path, read_only: bool) -> Result<Target> {
     };
     let place = match placement(&absolute, compression) {
         Ok(p) => p,
-        // An unreadable header: let the store report it where the file is.
-        Err(e) => return root.map(in_layout).ok_or(e),
+        // An unreadable header: let the store report it where the file is. When the session
+        // directory also holds the other encoding's log, the root's store would refuse that
+        // sibling instead (as looking the id up does, in the reference's words), so the file
+        // is read in place, where the store names it and its cause; a write command gets the
+        // header's error.
+        Err(e) => {
+            let sibling = absolute.with_file_name(file_name(compression.opposite()));
+            if !sibling.exists() {
+                return root.map(in_layout).ok_or(e);
+            }
+            if !read_only {
+                return Err(e);
+            }
+            let id = root.map(in_layout).map(|t| t.id).unwrap_or_default();
+            let dir = dir.map_or_else(|| absolute.clone(), Path::to_path_buf);
+            return Ok(Target::jsonl(dir, compression, id, Some(absolute), true));
+        }
     };
     if let Some(root) = &place.root {
         return Ok(Target::jsonl(
