@@ -490,7 +490,11 @@ async fn reads_without_create_schema_create_nothing() {
     assert_eq!(count(&client).await, 0, "reading created the schema");
     let events = turns(1);
     backend.append(&meta("s"), &events, false).await.unwrap();
-    assert_eq!(count(&client).await, 1, "the first write creates the schema");
+    assert_eq!(
+        count(&client).await,
+        1,
+        "the first write creates the schema"
+    );
     assert!(backend.store_id().is_some());
     let loaded = backend.load("s").await.unwrap().unwrap();
     assert_eq!(texts(&loaded.events), texts(&events));
