@@ -329,10 +329,10 @@ enum Command {
     List(ListCmd),
     /// Report on a session without changing it (torn tail, closers load would add)
     #[command(
-        override_usage = "sessionctl [--store SPEC | --root DIR] [--compression zstd|none] inspect SESSION [--json]",
-        after_help = "Example:\n  sessionctl inspect demo --json"
+        override_usage = "sessionctl [--store SPEC | --root DIR] [--compression zstd|none] inspect SESSION [--children] [--json]",
+        after_help = "Example:\n  sessionctl inspect demo --children --json"
     )]
-    Inspect(SessionArg),
+    Inspect(InspectCmd),
     /// Print the inspect report, then commit the repair load performs
     #[command(
         override_usage = "sessionctl [--store SPEC | --root DIR] [--compression zstd|none] repair SESSION [--dry-run] [--json]",
@@ -456,6 +456,16 @@ struct ListCmd {
     /// large stores)
     #[arg(long)]
     count: bool,
+}
+
+#[derive(Debug, Args)]
+struct InspectCmd {
+    #[command(flatten)]
+    session: SessionArg,
+    /// Also name the stored sessions forked from this one (reads every session header of the
+    /// store: slow on large stores)
+    #[arg(long)]
+    children: bool,
 }
 
 #[derive(Debug, Args)]
@@ -688,7 +698,9 @@ fn raw(command: Command) -> std::result::Result<Raw, Box<Parsed>> {
             .flag("--create", a.create)
             .value("--cwd", a.cwd),
         C::List(a) => Raw::new("list", "[--count]", true).flag("--count", a.count),
-        C::Inspect(a) => Raw::new("inspect", "SESSION", true).operand(a.session),
+        C::Inspect(a) => Raw::new("inspect", "SESSION [--children]", true)
+            .operand(a.session.session)
+            .flag("--children", a.children),
         C::Repair(a) => Raw::new("repair", "SESSION [--dry-run]", true)
             .operand(a.session.session)
             .flag("--dry-run", a.dry_run),

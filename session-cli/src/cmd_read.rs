@@ -219,7 +219,7 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
 /// `inspect`.
 pub(crate) fn inspect(inv: &Invocation, out: &mut Out) -> Result<()> {
     let (target, store) = open_target(inv, inv.operand(0), true)?;
-    let report = report::build(&store, &target)?;
+    let report = report::build(&store, &target, inv.flag("--children"))?;
     if inv.global.json {
         let mut fields = vec![schema("inspect")];
         fields.extend(report.to_json_fields());
@@ -238,7 +238,7 @@ pub(crate) fn inspect(inv: &Invocation, out: &mut Out) -> Result<()> {
 /// `repair`.
 pub(crate) fn repair(inv: &Invocation, out: &mut Out) -> Result<()> {
     let (target, store) = open_target(inv, inv.operand(0), inv.flag("--dry-run"))?;
-    let report = report::build(&store, &target)?;
+    let report = report::build(&store, &target, false)?;
     let dry_run = inv.flag("--dry-run");
     let needed = report.torn.is_some() || !report.closers.is_empty();
     let mut after: Option<(usize, Option<u64>)> = None;

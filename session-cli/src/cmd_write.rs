@@ -167,6 +167,7 @@ struct Tally {
 /// Appends the drafts of `lines` to `session` until the input ends: every flush barrier is
 /// acknowledged through `ack` once durable, every rejected line is reported on `err` with its
 /// line number. Runs on the store's runtime; the final barrier is the caller's.
+#[allow(clippy::too_many_arguments)] // one call site; the parts are independent
 async fn pump(
     sink: Sink<'_>,
     session: &SharedSession,
@@ -174,6 +175,7 @@ async fn pump(
     accepted: &mut Accepted,
     hint: &Hint<'_>,
     ack: &mut dyn FnMut(&str) -> Result<()>,
+    enter: &mut dyn FnMut() -> Result<()>,
     err: &mut dyn Write,
 ) -> Result<Tally> {
     let mut tally = Tally::default();
@@ -199,7 +201,12 @@ async fn pump(
         if text.is_empty() {
             continue;
         }
-        match parse_line(text) {
+        let parsed = parse_line(text);
+        if parsed.is_ok() {
+            // The first draft or barrier publishes the session (see `append`).
+            enter()?;
+        }
+        match parsed {
             Ok(Line::Flush) => ack(&barrier(sink, session, accepted, hint).await?)?,
             Ok(Line::Draft(draft)) if &*draft.ty == "turn/end" && !turn_open => {
                 tally.total += 1;
@@ -297,14 +304,26 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
         let preparation = store
             .block_on(store.persistence.prepare(&id, None))
             .map_err(|e| store.err(e, target.file.as_deref()))?;
+        // Preparing took the writer's lock (and committed any crash repair); the session is
+        // published into the store, which writes its `session/end-seed` marker, only when the
+        // input brings a draft or a barrier: an empty input writes nothing.
         let session = preparation.session().clone();
-        store.sessions.enter(&session).map_err(|e| store_err(&e))?;
-        store
-            .sessions
-            .announce(&session)
-            .map_err(|e| store_err(&e))?;
         _preparation = Some(preparation);
         session
+    };
+    // Whether the input brought a draft or a barrier (a created session is in the store
+    // already, and writes nothing before its first event).
+    let entered = std::cell::Cell::new(false);
+    let mut enter = || -> Result<()> {
+        if !entered.get() && !create {
+            store.sessions.enter(&session).map_err(|e| store_err(&e))?;
+            store
+                .sessions
+                .announce(&session)
+                .map_err(|e| store_err(&e))?;
+        }
+        entered.set(true);
+        Ok(())
     };
 
     // The last acknowledgement printed: the end of input repeats none.
@@ -343,12 +362,15 @@ pub(crate) fn append(inv: &Invocation, out: &mut Out) -> Result<()> {
             &mut accepted,
             &hint,
             &mut ack,
+            &mut enter,
             &mut err,
         )
         .await?;
-        let last = barrier(sink, &session, &accepted, &hint).await?;
-        if *last_ack.borrow() != last {
-            ack(&last)?;
+        if entered.get() {
+            let last = barrier(sink, &session, &accepted, &hint).await?;
+            if *last_ack.borrow() != last {
+                ack(&last)?;
+            }
         }
         Ok::<_, Error>(tally)
     })?;
@@ -1088,6 +1110,7 @@ mod tests {
             };
             let mut err = Vec::new();
             let mut accepted = Accepted::default();
+            let mut enter = || Ok(());
             let (tally, ()) = tokio::join!(
                 pump(
                     Sink {
@@ -1099,6 +1122,7 @@ mod tests {
                     &mut accepted,
                     &|_, _, _| String::new(),
                     &mut ack,
+                    &mut enter,
                     &mut err
                 ),
                 drive(tx, path),

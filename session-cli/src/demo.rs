@@ -644,7 +644,7 @@ pub(crate) fn demo(inv: &Invocation, out: &mut Out) -> Result<()> {
     let store = Store::open_with(&target.at, shared)?;
 
     section(out, 2, "what the disk holds (inspect: read-only)")?;
-    let report = report::build(&store, &target)?;
+    let report = report::build(&store, &target, true)?;
     if let Some(f) = &report.file {
         out.line(&format!("  file {}", f.display()))?;
     }

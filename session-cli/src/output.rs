@@ -321,67 +321,34 @@ pub(crate) fn plural(n: u64, noun: &str) -> String {
     }
 }
 
-/// Wraps text to `width` columns, keeping its own line breaks; long words are split.
+/// Wraps text to `width` columns (at least 10), keeping its own line breaks; words are split
+/// at spaces, and a word longer than the width is cut. Widths are display columns (a CJK
+/// character takes two); tabs count as four spaces. `textwrap` does the wrapping: first fit
+/// (each line filled greedily, in one pass), no hyphenation.
 pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
-    wrap_counting(text, width, &mut 0)
-}
-
-/// [`wrap`], adding to `work` the characters it visits. Linear in the length of `text`: every
-/// word is measured once, and a word longer than the width is cut in one pass over its
-/// characters (cutting it by re-collecting the rest after each piece was quadratic in the
-/// word's length).
-fn wrap_counting(text: &str, width: usize, work: &mut usize) -> Vec<String> {
     let width = width.max(10);
+    let options = textwrap::Options::new(width)
+        .word_separator(textwrap::WordSeparator::AsciiSpace)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation)
+        .wrap_algorithm(textwrap::WrapAlgorithm::FirstFit)
+        .break_words(true);
     let mut out = Vec::new();
     for para in text.split('\n') {
         let para = para.trim_end_matches('\r');
-        if para.is_empty() {
-            out.push(String::new());
+        let para: Cow<'_, str> = if para.contains('\t') {
+            Cow::Owned(para.replace('\t', "    "))
+        } else {
+            Cow::Borrowed(para)
+        };
+        if width == UNBOUNDED {
+            out.push(para.into_owned());
             continue;
         }
-        let mut line = String::new();
-        let mut line_w = 0;
-        for word in para.split(' ') {
-            let word: Cow<'_, str> = if word.contains('\t') {
-                Cow::Owned(word.replace('\t', "    "))
-            } else {
-                Cow::Borrowed(word)
-            };
-            let ww = word.chars().count();
-            *work += ww;
-            let sep = usize::from(line_w > 0);
-            if line_w + sep + ww <= width {
-                if sep == 1 {
-                    line.push(' ');
-                }
-                line.push_str(&word);
-                line_w += sep + ww;
-                continue;
-            }
-            if line_w > 0 {
-                out.push(std::mem::take(&mut line));
-            }
-            if ww <= width {
-                line.push_str(&word);
-                line_w = ww;
-                continue;
-            }
-            // A word longer than the width: full pieces become lines, the rest starts the next.
-            let mut piece_start = 0;
-            let mut piece_w = 0;
-            for (i, _) in word.char_indices() {
-                *work += 1;
-                if piece_w == width {
-                    out.push(word[piece_start..i].to_owned());
-                    piece_start = i;
-                    piece_w = 0;
-                }
-                piece_w += 1;
-            }
-            line.push_str(&word[piece_start..]);
-            line_w = piece_w;
-        }
-        out.push(line);
+        out.extend(
+            textwrap::wrap(&para, &options)
+                .into_iter()
+                .map(Cow::into_owned),
+        );
     }
     while out.last().is_some_and(String::is_empty) {
         out.pop();
@@ -468,16 +435,34 @@ mod tests {
     }
 
     #[test]
-    fn wrapping_is_linear_in_the_length_of_one_unbroken_word() {
+    fn a_very_long_unbroken_word_is_cut_at_the_width() {
         let word = "w".repeat(800_000);
-        let mut work = 0;
-        let lines = wrap_counting(&word, 96, &mut work);
+        let lines = wrap(&word, 96);
         assert_eq!(lines.len(), 800_000usize.div_ceil(96));
         assert!(lines[..lines.len() - 1].iter().all(|l| l.len() == 96));
         assert_eq!(lines.concat(), word);
-        // One pass to measure the word and one to cut it: a quadratic cut would visit about
-        // 800,000² / (2 × 96) ≈ 3.3e9 characters.
-        assert!(work <= 2 * 800_000 + 96, "visited {work} characters");
+        // After other words, the long word starts a line of its own.
+        assert_eq!(
+            wrap(&format!("ab {}", "x".repeat(25)), 10),
+            vec!["ab", "xxxxxxxxxx", "xxxxxxxxxx", "xxxxx"]
+        );
+    }
+
+    #[test]
+    fn wide_characters_take_two_columns() {
+        // 15 CJK characters are 30 columns: three lines of five at width 10.
+        let cjk = "漢字漢字漢字漢字漢字漢字漢字漢";
+        assert_eq!(
+            wrap(cjk, 10),
+            vec!["漢字漢字漢", "字漢字漢字", "漢字漢字漢"]
+        );
+        assert_eq!(
+            wrap("中文 文本 很长的句子", 10),
+            vec!["中文 文本", "很长的句子"]
+        );
+        for line in wrap(&"漢字 ".repeat(40), 21) {
+            assert!(textwrap::core::display_width(&line) <= 21, "{line}");
+        }
     }
 
     #[test]

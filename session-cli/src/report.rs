@@ -93,8 +93,9 @@ pub(crate) fn turns(events: impl IntoIterator<Item = Event>) -> Vec<Turn> {
 
 pub(crate) use session_web::{TypeTally, counts};
 
-/// Builds the report for `target` (never writes).
-pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
+/// Builds the report for `target` (never writes). `children`: also list the store, to name
+/// the sessions forked from it (otherwise they are `None`).
+pub(crate) fn build(store: &Store, target: &Target, children: bool) -> Result<Report> {
     let id = target.id.clone();
     let file = target.file.clone();
     // One read of the log gives the validated view, the stored length and the torn tail.
@@ -131,9 +132,9 @@ pub(crate) fn build(store: &Store, target: &Target) -> Result<Report> {
     // The inspection built the session: its surface, messages and transcript are those of
     // every event including the closers, without folding the log again.
     let replacements = detailed.transcript.replacements();
-    let children = store
-        .block_on(store.persistence.list(None))
-        .ok()
+    let children = children
+        .then(|| store.block_on(store.persistence.list(None)).ok())
+        .flatten()
         .map(|headers| {
             let mut c: Vec<String> = headers
                 .iter()

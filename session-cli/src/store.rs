@@ -438,8 +438,23 @@ fn from_file(file: &Path, read_only: bool) -> Result<Target> {
     };
     let place = match placement(&absolute, compression) {
         Ok(p) => p,
-        // An unreadable header: let the store report it where the file is.
-        Err(e) => return root.map(in_layout).ok_or(e),
+        // An unreadable header: let the store report it where the file is. When the session
+        // directory also holds the other encoding's log, the root's store would refuse that
+        // sibling instead (as looking the id up does, in the reference's words), so the file
+        // is read in place, where the store names it and its cause; a write command gets the
+        // header's error.
+        Err(e) => {
+            let sibling = absolute.with_file_name(file_name(compression.opposite()));
+            if !sibling.exists() {
+                return root.map(in_layout).ok_or(e);
+            }
+            if !read_only {
+                return Err(e);
+            }
+            let id = root.map(in_layout).map(|t| t.id).unwrap_or_default();
+            let dir = dir.map_or_else(|| absolute.clone(), Path::to_path_buf);
+            return Ok(Target::jsonl(dir, compression, id, Some(absolute), true));
+        }
     };
     if let Some(root) = &place.root {
         return Ok(Target::jsonl(
@@ -546,25 +561,34 @@ pub(crate) enum Backing {
 }
 
 impl Backing {
-    /// Opens the backend of `at` (a file store creates nothing before the first write; a
-    /// `PostgreSQL` store connects, and creates its tables when missing).
+    /// Opens the backend of `at`, creating nothing before the first write (a file store
+    /// creates its file, a `PostgreSQL` store its schema, when a command first writes).
+    /// `scan_root`: a JSONL root is scanned whole ([`JsonlConfig::scan_root`]); off for a
+    /// command on one session, which then opens only that session's files.
     fn open(
         at: &StoreAt,
         rt: &tokio::runtime::Runtime,
+        scan_root: bool,
     ) -> std::result::Result<Backing, session_persist::Error> {
         Ok(match at {
             StoreAt::Jsonl { root, compression } => Backing::Jsonl(Arc::new(JsonlBackend::open(
                 JsonlConfig::new(root)
                     .compression(*compression)
-                    .allow_permissive_dirs(permissive_dirs_allowed()),
+                    .allow_permissive_dirs(permissive_dirs_allowed())
+                    .scan_root(scan_root),
             )?)),
             StoreAt::Sqlite { path } => {
                 let config = SqliteConfig::new(path.to_string_lossy().into_owned());
                 Backing::Sqlite(Arc::new(SqliteBackend::new(config)?))
             }
-            StoreAt::Postgres { url, take_over } => Backing::Postgres(Arc::new(rt.block_on(
-                PostgresBackend::connect(url, PostgresOptions::default().take_over(*take_over)),
-            )?)),
+            StoreAt::Postgres { url, take_over } => Backing::Postgres(Arc::new(
+                rt.block_on(PostgresBackend::connect(
+                    url,
+                    PostgresOptions::default()
+                        .take_over(*take_over)
+                        .create_schema(false),
+                ))?,
+            )),
         })
     }
 
@@ -649,6 +673,20 @@ impl Store {
 
     /// Opens the store with a given clock for new sessions.
     pub(crate) fn open_with(at: &StoreAt, clock: session_core::SharedClock) -> Result<Store> {
+        Store::open_scanning(at, clock, true)
+    }
+
+    /// Opens the store for a command on one session: a JSONL root is not scanned whole.
+    fn open_for_one(at: &StoreAt) -> Result<Store> {
+        Store::open_scanning(at, system_clock(), false)
+    }
+
+    /// Opens the store, scanning a JSONL root whole or not (see [`Backing::open`]).
+    fn open_scanning(
+        at: &StoreAt,
+        clock: session_core::SharedClock,
+        scan_root: bool,
+    ) -> Result<Store> {
         if let StoreAt::Sqlite { path } = at
             && path.to_str().is_none()
         {
@@ -661,7 +699,7 @@ impl Store {
             check_database_path(path)?;
         }
         let rt = runtime()?;
-        let backing = Backing::open(at, &rt).map_err(|error| Error::Persist {
+        let backing = Backing::open(at, &rt, scan_root).map_err(|error| Error::Persist {
             error: Box::new(error),
             file: None,
             store: at.clone(),
@@ -707,7 +745,7 @@ impl Store {
     pub(crate) fn for_target(target: &Target) -> Result<Store> {
         match (&target.file, target.outside, target.at.compression()) {
             (Some(file), true, Some(compression)) => Store::open_file(file, compression),
-            _ => Store::open(&target.at),
+            _ => Store::open_for_one(&target.at),
         }
     }
 

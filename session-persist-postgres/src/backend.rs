@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -81,6 +81,10 @@ pub struct PostgresOptions {
     /// [`Error::LeaseHeld`]. The old holder's next write is fenced ([`Error::LeaseLost`]).
     /// Only for a holder known to be dead or stopped.
     pub take_over: bool,
+    /// Whether `connect` creates the schema and applies the migrations (default on). Off,
+    /// connecting only reads: a missing schema is created by the first write, and until then
+    /// every read answers as an empty store does (no session, an empty listing).
+    pub create_schema: bool,
 }
 
 impl Default for PostgresOptions {
@@ -94,6 +98,7 @@ impl Default for PostgresOptions {
             pool_timeout: DEFAULT_POOL_TIMEOUT,
             advisory_locks: true,
             take_over: false,
+            create_schema: true,
         }
     }
 }
@@ -131,6 +136,13 @@ impl PostgresOptions {
     #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> PostgresOptions {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Creates the schema on connect (the default), or only at the first write.
+    #[must_use]
+    pub fn create_schema(mut self, create: bool) -> PostgresOptions {
+        self.create_schema = create;
         self
     }
 
@@ -175,7 +187,9 @@ enum Resolution {
 struct Inner {
     pool: Arc<Pool>,
     options: PostgresOptions,
-    store_id: String,
+    /// The store identity, once the schema exists (read on connect, or set by the migration
+    /// of the first write).
+    store_id: OnceLock<String>,
     /// This instance's lease-holder id.
     holder: String,
     /// The lease epoch held per session.
@@ -284,12 +298,22 @@ impl PostgresBackend {
             options.pool_timeout,
         );
         let mut conn = pool.get().await?;
-        let store_id = schema::migrate(
-            conn.client(),
-            options.schema.as_deref(),
-            options.advisory_locks,
-        )
-        .await?;
+        let store_id = OnceLock::new();
+        let found = if options.create_schema {
+            Some(
+                schema::migrate(
+                    conn.client(),
+                    options.schema.as_deref(),
+                    options.advisory_locks,
+                )
+                .await?,
+            )
+        } else {
+            schema::probe(conn.client()).await?
+        };
+        if let Some(id) = found {
+            let _ = store_id.set(id);
+        }
         let holder: String = conn
             .client()
             .query_one("SELECT gen_random_uuid()::text", &[])
@@ -314,9 +338,44 @@ impl PostgresBackend {
         &self.inner.options
     }
 
-    /// The store identity (a uuid created with the schema); part of every revision.
-    pub fn store_id(&self) -> &str {
-        &self.inner.store_id
+    /// The store identity (a uuid created with the schema); part of every revision. `None`
+    /// while the schema does not exist (see [`PostgresOptions::create_schema`]).
+    pub fn store_id(&self) -> Option<&str> {
+        self.inner.store_id.get().map(String::as_str)
+    }
+
+    /// Whether the schema exists: known from connect or an earlier call, else read again
+    /// (another process may have created it since). Reads nothing else and writes nothing.
+    async fn has_schema(&self) -> Result<bool> {
+        if self.inner.store_id.get().is_some() {
+            return Ok(true);
+        }
+        let mut conn = self.inner.pool.get().await?;
+        let found = schema::probe(conn.client()).await?;
+        conn.done();
+        Ok(found.is_some_and(|id| {
+            let _ = self.inner.store_id.set(id);
+            true
+        }))
+    }
+
+    /// Creates the schema and applies the migrations when this instance has not seen them
+    /// (before the first write of an instance connected without
+    /// [`PostgresOptions::create_schema`]).
+    async fn ensure_schema(&self) -> Result<()> {
+        if self.inner.store_id.get().is_some() {
+            return Ok(());
+        }
+        let mut conn = self.inner.pool.get().await?;
+        let id = schema::migrate(
+            conn.client(),
+            self.inner.options.schema.as_deref(),
+            self.inner.options.advisory_locks,
+        )
+        .await?;
+        conn.done();
+        let _ = self.inner.store_id.set(id);
+        Ok(())
     }
 
     /// The lease epoch this instance holds on `id`, if any.
@@ -342,7 +401,9 @@ impl PostgresBackend {
     fn revision(&self, row: &SessionRow) -> Revision {
         Revision::new(format!(
             "postgres:store:{}:incarnation:{}:revision:{}",
-            self.inner.store_id, row.incarnation, row.revision
+            self.store_id().unwrap_or_default(),
+            row.incarnation,
+            row.revision
         ))
     }
 
@@ -350,6 +411,9 @@ impl PostgresBackend {
     /// every write is one transaction, so any damage is an error naming the row.
     pub async fn load(&self, id: &str) -> Result<Option<StoredPrefix>> {
         self.check_open()?;
+        if !self.has_schema().await? {
+            return Ok(None);
+        }
         let mut conn = self.inner.pool.get().await?;
         let tx = read_tx(conn.client()).await?;
         let Some(row) = session_row(&tx, id, sql::SESSION_ROW).await? else {
@@ -386,6 +450,9 @@ impl PostgresBackend {
     /// [`Backend::read_stored_revision`] with this crate's error type.
     pub async fn read_revision(&self, id: &str) -> Result<Option<Revision>> {
         self.check_open()?;
+        if !self.has_schema().await? {
+            return Ok(None);
+        }
         let mut conn = self.inner.pool.get().await?;
         let row = session_row(conn.client(), id, sql::SESSION_ROW).await?;
         conn.done();
@@ -395,6 +462,9 @@ impl PostgresBackend {
     /// The stored next seq of `id` (`None`: no such session).
     pub async fn next_seq(&self, id: &str) -> Result<Option<u64>> {
         self.check_open()?;
+        if !self.has_schema().await? {
+            return Ok(None);
+        }
         let mut conn = self.inner.pool.get().await?;
         let row = session_row(conn.client(), id, sql::SESSION_ROW).await?;
         conn.done();
@@ -405,6 +475,9 @@ impl PostgresBackend {
     /// last seq is at least `from_seq`.
     pub async fn load_from(&self, id: &str, from_seq: u64) -> Result<Option<StoredSuffix>> {
         self.check_open()?;
+        if !self.has_schema().await? {
+            return Ok(None);
+        }
         let mut conn = self.inner.pool.get().await?;
         let tx = read_tx(conn.client()).await?;
         let Some(row) = session_row(&tx, id, sql::SESSION_ROW).await? else {
@@ -455,6 +528,9 @@ impl PostgresBackend {
     /// `limit` is the last.
     pub async fn list_page(&self, after: Option<&str>, limit: u32) -> Result<Vec<SessionHeader>> {
         self.check_open()?;
+        if !self.has_schema().await? {
+            return Ok(Vec::new());
+        }
         let mut conn = self.inner.pool.get().await?;
         let limit = i64::from(limit);
         let rows = conn
@@ -471,6 +547,9 @@ impl PostgresBackend {
     /// Every session header with its revision (unordered).
     pub async fn snapshots(&self) -> Result<Vec<(SessionHeader, Revision)>> {
         self.check_open()?;
+        if !self.has_schema().await? {
+            return Ok(Vec::new());
+        }
         let mut conn = self.inner.pool.get().await?;
         let rows = conn
             .client()
@@ -727,6 +806,7 @@ impl PostgresBackend {
         let Some(first) = events.first().map(Event::seq) else {
             return Ok(());
         };
+        self.ensure_schema().await?;
         let rows = codec::pack_batch(events)?;
         let id = &*meta.id;
         let started = Instant::now();
@@ -780,6 +860,7 @@ impl PostgresBackend {
         if torn.is_none() && closers.is_empty() {
             return Ok(());
         }
+        self.ensure_schema().await?;
         let rows = closers
             .iter()
             .map(codec::bind_event)
@@ -901,6 +982,7 @@ impl PostgresBackend {
         if seed_length == 0 {
             return Err(refuse("the seed is empty".to_owned()));
         }
+        self.ensure_schema().await?;
         let mut conn = self.inner.pool.get().await?;
         let tx = conn
             .client()

@@ -37,7 +37,9 @@
 //! # Schema
 //!
 //! Migrations ([`schema::MIGRATIONS`]) are tracked in a `schema_migrations` table and applied by
-//! [`PostgresBackend::connect`] in one transaction under `pg_advisory_xact_lock`. The tables:
+//! [`PostgresBackend::connect`] in one transaction under `pg_advisory_xact_lock`; with
+//! [`PostgresOptions::create_schema`] off, connecting only reads, and the first write applies
+//! them (reads of a missing schema answer as an empty store does). The tables:
 //!
 //! * `sessions`: the header fields as columns (`created_at`, `cwd`, lineage `parent_session`
 //!   and `seed_length`, `origin`, `delegation_depth`, `agent_preset`) plus the header record

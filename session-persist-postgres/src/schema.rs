@@ -90,6 +90,46 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// The store id of the schema on the connection's `search_path` when it exists and is at
+/// this build's version; `None` when it is missing or older (the first write migrates it). A
+/// newer schema is refused with [`Error::SchemaTooNew`]. Only reads.
+pub async fn probe(client: &mut Client) -> Result<Option<String>> {
+    let pg = Error::pg;
+    let present: bool = client
+        .query_one(
+            "SELECT to_regclass('schema_migrations') IS NOT NULL \
+             AND to_regclass('store_identity') IS NOT NULL",
+            &[],
+        )
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(pg("connect"))?;
+    if !present {
+        return Ok(None);
+    }
+    let applied: Option<i32> = client
+        .query_one("SELECT max(version) FROM schema_migrations", &[])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(pg("connect"))?;
+    let applied = applied.unwrap_or(0);
+    if applied > latest_version() {
+        return Err(Error::SchemaTooNew {
+            found: applied,
+            known: latest_version(),
+        });
+    }
+    if applied < latest_version() {
+        return Ok(None);
+    }
+    let store_id: Option<String> = client
+        .query_opt("SELECT store_id::text FROM store_identity", &[])
+        .await
+        .and_then(|row| row.map(|r| r.try_get(0)).transpose())
+        .map_err(pg("connect"))?;
+    Ok(store_id)
+}
+
 /// Creates `schema` when given, then applies every missing migration in one transaction under
 /// an advisory lock keyed by the schema (without it, when `advisory_lock` is false: two
 /// backends migrating the same schema at once may then see one of them fail on a duplicate

@@ -241,7 +241,7 @@ async fn migrations_are_tracked_and_applied_once() {
     });
     let mut store_ids = Vec::new();
     for c in connects {
-        store_ids.push(c.await.unwrap().unwrap().store_id().to_owned());
+        store_ids.push(c.await.unwrap().unwrap().store_id().unwrap().to_owned());
     }
     store_ids.dedup();
     assert_eq!(store_ids.len(), 1, "one store identity per schema");
@@ -456,4 +456,46 @@ async fn packing_partitions_and_round_trips() {
     let stored = backend.load("pack").await.unwrap().unwrap().events;
     let all = [chunks, tagged].concat();
     assert_eq!(texts(&stored), texts(&all));
+}
+
+/// Without `create_schema`, connecting and reading write nothing: a missing schema reads as an
+/// empty store, and the first write creates it (and its store identity).
+#[tokio::test]
+async fn reads_without_create_schema_create_nothing() {
+    if !server_available("reads_without_create_schema_create_nothing") {
+        return;
+    }
+    let schema = TestSchema::new();
+    let backend = schema
+        .backend_with(schema.options().create_schema(false))
+        .await;
+    assert_eq!(backend.store_id(), None);
+    assert!(backend.load("s").await.unwrap().is_none());
+    assert!(backend.load_from("s", 0).await.unwrap().is_none());
+    assert!(backend.read_revision("s").await.unwrap().is_none());
+    assert!(backend.next_seq("s").await.unwrap().is_none());
+    assert!(backend.snapshots().await.unwrap().is_empty());
+    assert!(backend.list_page(None, 10).await.unwrap().is_empty());
+    let client = common::raw_client(&pg_url()).await.unwrap();
+    let count = async |client: &session_persist_postgres::tokio_postgres::Client| -> i64 {
+        client
+            .query_one(
+                "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1",
+                &[&schema.name],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(count(&client).await, 0, "reading created the schema");
+    let events = turns(1);
+    backend.append(&meta("s"), &events, false).await.unwrap();
+    assert_eq!(
+        count(&client).await,
+        1,
+        "the first write creates the schema"
+    );
+    assert!(backend.store_id().is_some());
+    let loaded = backend.load("s").await.unwrap().unwrap();
+    assert_eq!(texts(&loaded.events), texts(&events));
 }

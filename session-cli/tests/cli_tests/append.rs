@@ -293,3 +293,41 @@ fn a_turn_end_with_no_open_turn_is_refused() {
     let next = "{\"type\":\"turn/start\",\"data\":{\"turn\":2}}\n{\"type\":\"turn/end\",\"data\":{\"turn\":2,\"reason\":{\"kind\":\"completed\"}}}\n";
     run_in(&args, Some(next)).ok();
 }
+
+/// Resuming with nothing to append (empty input, or only blank lines) writes nothing, not even
+/// the `session/end-seed` marker, prints nothing and exits 0; a barrier alone publishes the
+/// session and acknowledges it.
+#[test]
+fn an_empty_input_writes_nothing_to_a_resumed_session() {
+    let root = Temp::new("append-nothing");
+    let closed = concat!(
+        r#"{"type":"turn/start","data":{"turn":1}}"#,
+        "\n",
+        r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+        "\n",
+    );
+    let args = ["--root", root.str(), "append", "notes"];
+    let created = run_in(
+        &[&args[..], &["--create", "--cwd", "/w"]].concat(),
+        Some(closed),
+    )
+    .ok();
+    assert_eq!(created.stdout, "{\"flushed\":1}\n");
+    let log = root.path().join("--w--/notes/session.jsonl.zstd");
+    let before = std::fs::read(&log).unwrap();
+    for input in ["", "\n  \n"] {
+        let r = run_in(&args, Some(input)).ok();
+        assert_eq!(r.stdout, "", "{input:?}");
+        assert_eq!(
+            std::fs::read(&log).unwrap(),
+            before,
+            "{input:?}: the log is unchanged"
+        );
+    }
+    let r = run_in(&args, Some("{\"flush\":true}\n")).ok();
+    assert_eq!(r.stdout, "{\"flushed\":2}\n");
+    let inspect = run(&["--root", root.str(), "inspect", "notes", "--json"])
+        .ok()
+        .json();
+    assert_eq!(inspect["countsByType"]["session/end-seed"], 1);
+}

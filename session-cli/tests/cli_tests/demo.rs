@@ -84,9 +84,16 @@ fn demo_crashes_repairs_and_forks() {
         repaired.stdout
     );
 
-    let inspect = run(&["--root", root.str(), "inspect", "demo", "--json"])
-        .ok()
-        .json();
+    let inspect = run(&[
+        "--root",
+        root.str(),
+        "inspect",
+        "demo",
+        "--children",
+        "--json",
+    ])
+    .ok()
+    .json();
     assert_eq!(
         inspect["closers"],
         serde_json::json!([]),

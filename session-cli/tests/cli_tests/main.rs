@@ -14,6 +14,7 @@ mod import;
 mod large;
 mod list_rows;
 mod negative;
+mod one_session;
 mod pager;
 mod papercuts;
 mod postgres_store;

@@ -172,3 +172,53 @@ fn hints_name_a_command_for_the_same_session() {
     assert!(hint.contains(&named), "{hint}");
     run(&["--root", plain.str(), "repair", "demo-crashed"]).ok();
 }
+
+/// `inspect` of a garbage plain log whose session directory also holds the zstd log names the
+/// plain file and why it cannot be read, not the sibling; looking the id up in a plain root
+/// still refuses the sibling of the other encoding, as the reference does.
+#[test]
+fn a_garbage_file_with_a_sibling_of_the_other_encoding_is_named() {
+    let root = demo_root();
+    let zstd = root.path().join("--demo-project--/demo/session.jsonl.zstd");
+    assert!(zstd.is_file());
+    let plain = zstd.with_file_name("session.jsonl");
+    std::fs::write(&plain, "{garbage\n").unwrap();
+    let plain_s = plain.to_str().unwrap();
+    for args in [
+        &["inspect", plain_s, "--json"][..],
+        &["messages", plain_s, "--json"],
+    ] {
+        let r = run(args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stdout);
+        let err = r.json_error();
+        assert_eq!(
+            err["message"], "corrupt session log: header line is not valid JSON",
+            "{args:?}: {err}"
+        );
+        assert_eq!(err["file"], plain_s, "{args:?}: {err}");
+        assert_eq!(err["kind"], "corrupt", "{args:?}: {err}");
+    }
+    let human = run(&["inspect", plain_s]);
+    assert!(
+        !human.stderr.contains("session.jsonl.zstd"),
+        "{}",
+        human.stderr
+    );
+    // A write names the file too.
+    let r = run(&["repair", plain_s, "--json"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.json_error()["file"], plain_s, "{}", r.stderr);
+    // By id in a plain root, the sibling is the reference's encoding error.
+    let by_id = run(&[
+        "--root",
+        root.str(),
+        "--compression",
+        "none",
+        "inspect",
+        "demo",
+        "--json",
+    ]);
+    assert_eq!(by_id.code, 1);
+    let message = by_id.json_error()["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("uses .jsonl.zstd"), "{message}");
+}

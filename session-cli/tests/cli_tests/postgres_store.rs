@@ -211,3 +211,31 @@ fn postgres_stats_print_na_for_unknown_sizes() {
     assert!(!r.stdout.contains("0.00x"), "{}", r.stdout);
     assert!(!r.stdout.contains("0 B"), "{}", r.stdout);
 }
+
+/// Reads never write: on an empty schema, `list`, `inspect`, `messages`, `transcript`, `header`
+/// and `stats` answer as an empty store does and create no table; the first write creates the
+/// schema.
+#[test]
+fn reads_on_an_empty_schema_create_no_tables() {
+    let Some(schema) = Schema::create("reads_create_no_tables") else {
+        return;
+    };
+    let store = schema.store();
+    let listed = run(&["--store", &store, "list", "--json"]).ok().json();
+    assert_eq!(listed["sessions"], serde_json::json!([]), "{listed}");
+    assert_eq!(schema.tables(), 0, "list created tables");
+    for cmd in ["inspect", "messages", "transcript", "header", "stats"] {
+        let r = run(&["--store", &store, cmd, "nope", "--json"]);
+        assert_eq!(r.code, 1, "{cmd}: {}", r.stdout);
+        assert_eq!(r.json_error()["kind"], "not_found", "{cmd}: {}", r.stderr);
+        assert_eq!(schema.tables(), 0, "{cmd} created tables");
+    }
+    let root = Temp::new("postgres-empty-schema");
+    run(&["--root", root.str(), "demo"]).ok();
+    run(&["--root", root.str(), "convert", "demo", &store]).ok();
+    assert!(schema.tables() > 0, "the first write creates the schema");
+    let inspect = run(&["--store", &store, "inspect", "demo", "--json"])
+        .ok()
+        .json();
+    assert_eq!(inspect["id"], "demo");
+}

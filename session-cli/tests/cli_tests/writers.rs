@@ -172,7 +172,8 @@ fn seed_root(root: &Path, mode: &str, compression: &str) {
     let created = run_in(&args, Some(&turn)).ok();
     assert_eq!(created.stdout, "{\"flushed\":2}\n");
     if mode == "stale" {
-        let resumed = run_in(&base_args(r, compression), Some("")).ok();
+        // A barrier alone publishes the resumed session: its `session/end-seed` is written.
+        let resumed = run_in(&base_args(r, compression), Some("{\"flush\":true}\n")).ok();
         assert_eq!(resumed.stdout, "{\"flushed\":3}\n");
     }
 }

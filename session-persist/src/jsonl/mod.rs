@@ -78,6 +78,7 @@ mod scanner;
 mod seal;
 mod write;
 
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,6 +156,16 @@ pub struct JsonlConfig {
     /// When a retired Zstandard session is sealed in the background (default
     /// [`SealPolicy::OnRetire`] with 4 KiB and 64 frames; see `auto_seal`).
     pub seal_policy: SealPolicy,
+    /// Whether the instance scans the whole root (default `true`, as the reference does): on
+    /// open it sweeps every session directory for stale temporary files, and its first
+    /// operation checks every project and session directory for a stray flat-file log or an
+    /// artifact of the other encoding, refusing the whole root on one. With `false` an
+    /// operation on one session opens only that session's files: the root's own entries (a
+    /// stray flat-file log there still refuses the root), and in each project directory
+    /// `<id>.jsonl[.zstd]`, the session directory's log of either encoding and its temporary
+    /// files (swept once). A problem of another session then does not affect it; listing still
+    /// checks every entry it reads.
+    pub scan_root: bool,
 }
 
 impl JsonlConfig {
@@ -167,7 +178,15 @@ impl JsonlConfig {
             pack_chunks: true,
             allow_permissive_dirs: false,
             seal_policy: SealPolicy::default(),
+            scan_root: true,
         }
+    }
+
+    /// With the root-wide scan on (the default) or off (see [`JsonlConfig::scan_root`]).
+    #[must_use]
+    pub fn scan_root(mut self, scan: bool) -> JsonlConfig {
+        self.scan_root = scan;
+        self
     }
 
     /// With another auto-seal policy ([`SealPolicy::Never`] turns auto-seal off).
@@ -234,6 +253,10 @@ pub(crate) struct Inner {
     /// The background seals running or finished.
     pub(crate) auto_seals: auto_seal::AutoSeals,
     preflight: Mutex<Preflight>,
+    /// See [`JsonlConfig::scan_root`].
+    scan_root: bool,
+    /// The session directories swept of stale temporary files (without the root-wide scan).
+    swept: Mutex<HashSet<PathBuf>>,
     closed: AtomicBool,
 }
 
@@ -345,6 +368,12 @@ impl Inner {
             *state = Preflight::Flat(path.clone());
             return Err(Error::FlatLayout { path });
         }
+        if !self.scan_root {
+            // Each operation checks the paths of its own session (`find_log`, materialize,
+            // listing).
+            *state = Preflight::Passed;
+            return Ok(());
+        }
         let projects = root_entries
             .into_iter()
             .filter(|e| e.is_dir)
@@ -392,6 +421,9 @@ impl Inner {
                 }
             }
             let dir = project.join(&segment);
+            if !self.scan_root {
+                self.sweep_once(&dir);
+            }
             let other = dir.join(opposite);
             if self.exists(&other)? {
                 return Err(self.mismatch(other));
@@ -592,25 +624,41 @@ impl Inner {
                 continue;
             };
             for session in sessions.into_iter().filter(|e| e.is_dir) {
-                let dir = project.join(&session.name);
-                let Ok(entries) = self.dir_entries(&dir) else {
-                    continue;
-                };
-                for entry in entries {
-                    if !entry.is_file || !write::is_temp_name(&entry.name.to_string_lossy()) {
-                        continue;
-                    }
-                    let tmp = dir.join(&entry.name);
-                    // A live publication holds the lock on its temporary file.
-                    let unlocked = self
-                        .fs
-                        .open_read(&tmp)
-                        .and_then(|f| f.try_lock())
-                        .unwrap_or(false);
-                    if unlocked {
-                        let _ = self.fs.remove_file(&tmp);
-                    }
-                }
+                self.sweep_session_dir(&project.join(&session.name));
+            }
+        }
+    }
+
+    /// [`Inner::sweep_session_dir`], once per directory and instance.
+    fn sweep_once(&self, dir: &Path) {
+        let first = self
+            .swept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(dir.to_path_buf());
+        if first {
+            self.sweep_session_dir(dir);
+        }
+    }
+
+    /// Removes the temporary files in one session directory that no live writer holds.
+    fn sweep_session_dir(&self, dir: &Path) {
+        let Ok(entries) = self.dir_entries(dir) else {
+            return;
+        };
+        for entry in entries {
+            if !entry.is_file || !write::is_temp_name(&entry.name.to_string_lossy()) {
+                continue;
+            }
+            let tmp = dir.join(&entry.name);
+            // A live publication holds the lock on its temporary file.
+            let unlocked = self
+                .fs
+                .open_read(&tmp)
+                .and_then(|f| f.try_lock())
+                .unwrap_or(false);
+            if unlocked {
+                let _ = self.fs.remove_file(&tmp);
             }
         }
     }
@@ -650,6 +698,7 @@ impl JsonlBackend {
             pack_chunks,
             allow_permissive_dirs,
             seal_policy,
+            scan_root,
         } = config;
         let root = resolve_root(&root).map_err(|e| Error::io("resolve", &root, e))?;
         match fs.read_dir(&root) {
@@ -670,10 +719,14 @@ impl JsonlBackend {
             seal_policy,
             auto_seals: auto_seal::AutoSeals::default(),
             preflight: Mutex::new(Preflight::Pending),
+            scan_root,
+            swept: Mutex::default(),
             closed: AtomicBool::new(false),
         };
         inner.check_private_dir(&inner.root)?;
-        inner.remove_stale_temps();
+        if inner.scan_root {
+            inner.remove_stale_temps();
+        }
         Ok(JsonlBackend {
             inner: Arc::new(inner),
         })
@@ -704,6 +757,8 @@ impl JsonlBackend {
             seal_policy: SealPolicy::Never,
             auto_seals: auto_seal::AutoSeals::default(),
             preflight: Mutex::new(Preflight::Passed),
+            scan_root: false,
+            swept: Mutex::default(),
             closed: AtomicBool::new(false),
         };
         Ok(JsonlBackend {

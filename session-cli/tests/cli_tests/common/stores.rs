@@ -38,6 +38,24 @@ pub fn execute(sql: &str) -> Result<(), String> {
     })
 }
 
+/// The first column of the first row of `sql` (a `bigint`).
+pub fn query_i64(sql: &str) -> i64 {
+    let url = server_url();
+    let sql = sql.to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let (client, connection) = config.connect(NoTls).await.unwrap();
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        client.query_one(&sql, &[]).await.unwrap().get(0)
+    })
+}
+
 /// A schema of its own on the server, dropped when the value is.
 pub struct Schema(pub String);
 
@@ -60,6 +78,14 @@ impl Schema {
                 None
             }
         }
+    }
+
+    /// How many tables the schema holds.
+    pub fn tables(&self) -> i64 {
+        query_i64(&format!(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = '{}'",
+            self.0
+        ))
     }
 
     /// The store spec for this schema.
