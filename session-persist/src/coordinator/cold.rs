@@ -295,7 +295,7 @@ impl CoordInner {
                             .assert_version(&stored.meta, &stored.header_value)
                             .is_ok() =>
                 {
-                    match self.finish_restore(builder, revision.clone(), torn.clone()) {
+                    match self.finish_restore(*builder, revision.clone(), torn.clone()) {
                         Ok(source) => return Ok(source),
                         Err(events) => events,
                     }

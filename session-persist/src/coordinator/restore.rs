@@ -26,7 +26,7 @@ use crate::normalize::is_kept_as_read;
 /// What a [`RestoreSink`] received.
 pub(super) enum Received {
     /// Every event was kept as read and accepted by the restore: the builder holds them.
-    Built(RestoreBuilder),
+    Built(Box<RestoreBuilder>),
     /// The events as received (the restore stopped, or never started).
     Raw(Vec<Event>),
 }
@@ -58,7 +58,7 @@ impl RestoreSink {
         let fresh = RestoreSink::new(&self.id, self.clock.clone());
         let sink = std::mem::replace(self, fresh);
         match sink.builder {
-            Some(builder) => Received::Built(builder),
+            Some(builder) => Received::Built(Box::new(builder)),
             None => Received::Raw(sink.raw),
         }
     }
