@@ -1,6 +1,7 @@
 //! The inspect report: what a session holds and what `load` would do to it, computed without
 //! changing anything.
 
+use std::borrow::Borrow;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -77,10 +78,10 @@ pub(crate) struct Report {
     pub(crate) children: Option<Vec<String>>,
 }
 
-/// Turns of a log.
-pub(crate) fn turns(events: impl IntoIterator<Item = Event>) -> Vec<Turn> {
-    let events: Vec<Event> = events.into_iter().collect();
-    session_repair::turn_spans(&events)
+/// Turns of a log, streamed from `events` (never collected: a 1.3M-event log would hold a
+/// second list of its event handles, about 20 MiB).
+pub(crate) fn turns(events: impl IntoIterator<Item = impl Borrow<Event>>) -> Vec<Turn> {
+    session_repair::turn_spans(events)
         .into_iter()
         .map(|t| Turn {
             turn: t.turn,
@@ -152,7 +153,7 @@ pub(crate) fn build(store: &Store, target: &Target, children: bool) -> Result<Re
         outside: target.outside,
         meta: inspection.meta,
         counts: counts(prefix.iter()),
-        turns: turns(prefix.iter().cloned()),
+        turns: turns(prefix.iter()),
         stored: stored_len,
         closers,
         torn,

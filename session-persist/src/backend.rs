@@ -69,7 +69,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use session_core::json::Value;
@@ -194,6 +194,19 @@ pub struct RawArtifact {
     pub content: String,
 }
 
+/// What receives the valid events of a stored prefix while [`Backend::load_stored_into`]
+/// reads the log.
+pub trait StoredEventSink: Send {
+    /// A read of the log starts, with its header record as read
+    /// ([`StoredPrefix::header_value`]); events received before belong to an abandoned read.
+    fn start(&mut self, header: &Value);
+    /// The next valid events of the prefix, in seq order: the sink takes them out of `events`.
+    fn accept(&mut self, events: &mut Vec<Event>);
+}
+
+/// A [`StoredEventSink`] shared between the caller and the reading thread.
+pub type SharedEventSink = Arc<Mutex<dyn StoredEventSink>>;
+
 /// The storage hooks of a persistence backend (`PersistenceBackend`). See the
 /// [module documentation](self) for the contract.
 #[async_trait]
@@ -203,6 +216,26 @@ pub trait Backend: Send + Sync {
 
     /// Reads the stored prefix of `id` across every storage scope. `None`: no artifact.
     async fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>>;
+
+    /// [`Backend::load_stored`], handing valid events of the prefix to `sink` in seq order,
+    /// as the read finds them, so that the caller can work on them while the log is still
+    /// being read. The returned prefix's [`StoredPrefix::events`] are the rest of the prefix,
+    /// after the ones the sink received. The default reads the whole prefix, then hands it
+    /// over. A read that starts again (the log changed under it) calls
+    /// [`StoredEventSink::start`] again.
+    async fn load_stored_into(
+        &self,
+        id: &str,
+        sink: SharedEventSink,
+    ) -> Result<Option<StoredPrefix>> {
+        let mut prefix = self.load_stored(id).await?;
+        if let Some(p) = &mut prefix {
+            let mut sink = sink.lock().unwrap_or_else(PoisonError::into_inner);
+            sink.start(&p.header_value);
+            sink.accept(&mut p.events);
+        }
+        Ok(prefix)
+    }
 
     /// The current revision of `id`, in the representation [`Backend::load_stored`] uses.
     /// `None`: no artifact.
@@ -323,6 +356,13 @@ macro_rules! forward_backend {
             }
             async fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>> {
                 (**self).load_stored(id).await
+            }
+            async fn load_stored_into(
+                &self,
+                id: &str,
+                sink: SharedEventSink,
+            ) -> Result<Option<StoredPrefix>> {
+                (**self).load_stored_into(id, sink).await
             }
             async fn read_stored_revision(&self, id: &str) -> Result<Option<Revision>> {
                 (**self).read_stored_revision(id).await

@@ -102,21 +102,55 @@ pub(crate) fn normalize_events(events: Vec<Event>, id: &str) -> Result<Vec<Event
     // Collected in place: the events replace themselves in the same vector.
     events
         .into_iter()
-        .map(|event| {
-            let event = migrate_turn(event, id)?;
-            let event = migrate_steering(event, id)?;
-            let event = migrate_message(event, id, &message_ids);
-            if is_message_type(event.event_type()) {
-                let subject = format!("session event at seq {}", event.seq());
-                session_surface::check_message_shape(event.event_type(), event.data(), &subject)
-                    .map_err(Error::Session)?;
-                if let Some(message_id) = message_id(&event) {
-                    message_ids.insert(event.seq(), message_id);
-                }
-            }
-            Ok(event)
-        })
+        .map(|event| normalize_one(event, id, &mut message_ids))
         .collect()
+}
+
+/// Step 3 of [`normalize_events`] for one event, in log order (`message_ids` carries the
+/// message ids of the events before it).
+fn normalize_one(event: Event, id: &str, message_ids: &mut HashMap<u64, Value>) -> Result<Event> {
+    let event = migrate_turn(event, id)?;
+    let event = migrate_steering(event, id)?;
+    let event = migrate_message(event, id, message_ids);
+    if is_message_type(event.event_type()) {
+        let subject = format!("session event at seq {}", event.seq());
+        session_surface::check_message_shape(event.event_type(), event.data(), &subject)
+            .map_err(Error::Session)?;
+        if let Some(message_id) = message_id(&event) {
+            message_ids.insert(event.seq(), message_id);
+        }
+    }
+    Ok(event)
+}
+
+/// Whether the read-side normalization of a log, as [`normalize_events`] followed by the
+/// unknown-type check ([`first_unsupported`]) runs it, keeps `event` as it is and refuses
+/// nothing because of it, given the events before it (their message ids in `message_ids`,
+/// which this updates). When this holds for every event of a log, normalizing the log
+/// returns it unchanged; an event for which it fails sends a reader to the whole-log path,
+/// which names the error exactly.
+pub(crate) fn is_kept_as_read(
+    event: &Event,
+    id: &str,
+    message_ids: &mut HashMap<u64, Value>,
+) -> bool {
+    let ty = event.event_type();
+    // A restored chunk delta: none of the checks or migrations reads it.
+    if ty == "assistant/chunk" && event.stored_record().is_none() {
+        return true;
+    }
+    if ty == HEADER_DELTA || ty == MODE_SET || !is_supported_type(ty, event.ignorable()) {
+        return false;
+    }
+    let single = [event.clone()];
+    if assert_no_retired_shapes(&single, id).is_err()
+        || assert_upgrade_readable(&single, id).is_err()
+    {
+        return false;
+    }
+    let [event] = single;
+    let copy = event.clone();
+    normalize_one(event, id, message_ids).is_ok_and(|out| out.ptr_eq(&copy))
 }
 
 /// The first event whose type is unknown and not marked ignorable (step 4).

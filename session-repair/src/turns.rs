@@ -1,5 +1,7 @@
 //! The turns of a log: where each `turn/start` is closed by its `turn/end`, if it is.
 
+use std::borrow::Borrow;
+
 use session_core::Event;
 use session_core::json::Value;
 
@@ -19,9 +21,12 @@ pub struct TurnSpan {
 /// Every turn of `events`, in order. A `turn/end` closes the last turn when it is open and is
 /// ignored otherwise; a `turn/start` while a turn is open starts a new one (the open one stays
 /// open).
-pub fn turn_spans<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<TurnSpan> {
+/// Events are taken by reference or by value, so a caller streams them from any source
+/// without collecting them first.
+pub fn turn_spans(events: impl IntoIterator<Item = impl Borrow<Event>>) -> Vec<TurnSpan> {
     let mut out: Vec<TurnSpan> = Vec::new();
     for e in events {
+        let e = e.borrow();
         match e.event_type() {
             "turn/start" => out.push(TurnSpan {
                 turn: e.data().get("turn").cloned().unwrap_or_default(),

@@ -817,6 +817,21 @@ impl SessionStore {
         self.inner.prepare(id, options)
     }
 
+    /// [`SessionStore::prepare`] in persistence mode for a session that is already restored
+    /// (by a [`session_surface::RestoreBuilder`] fed while its log was read, with this store's
+    /// clock): the same id check, then the session as it was built.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] if the id is in the store.
+    pub fn prepare_restored(&self, session: Session) -> Result<SharedSession> {
+        if self.inner.state().entries.contains_key(&**session.id()) {
+            return Err(Error::AlreadyExists {
+                id: session.id().clone(),
+            });
+        }
+        Ok(SharedSession::new(session))
+    }
+
     /// Adds `session` to the store in the global scope, without announcing it. Events it
     /// appends from now on are published.
     ///

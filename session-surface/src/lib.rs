@@ -112,7 +112,9 @@ pub use compaction::{
 };
 pub use derive::{Messages, MessagesIter, derive_event_message};
 pub use error::{Error, Result, ShapeProblem, SharedError};
-pub use session::{BoxError, Draft, PreparedDraft, SeedMode, Session, check_message_shape};
+pub use session::{
+    BoxError, Draft, PreparedDraft, RestoreBuilder, SeedMode, Session, check_message_shape,
+};
 pub use shared::{ObserverId, SessionObserver, SharedSession, WarningSink};
 pub use surface::{
     Nodes, NodesIter, Plan, Replacement, Surface, SurfaceError, SurfaceFold, fold_events,

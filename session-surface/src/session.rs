@@ -374,25 +374,6 @@ impl Session {
         let header = validate_header(header, &id)?;
         let mut session = Session::empty(id, header, clock);
         for (index, event) in seed.iter().enumerate() {
-            let ty = event.event_type();
-            if is_plain_log_event(ty, event) {
-                // What the general path below does for an event that no seed check reads and
-                // that is not a surface candidate: the contiguity check and the log-only fold.
-                if event.seq() != index as u64 {
-                    return Err(Error::SeedNotContiguous {
-                        index,
-                        seq: event.seq(),
-                    });
-                }
-                session.surface.push_log_only();
-                session.request_header.push(event);
-                session.request_context.push(event);
-                session.keep_checkpoint();
-                continue;
-            }
-            if ty == "request/header-delta" {
-                return Err(Error::SeedLegacyHeaderDelta { index });
-            }
             // Earlier events only: exactly what the log would hold at this point.
             let lookup = |seq: u64| {
                 usize::try_from(seq)
@@ -401,20 +382,53 @@ impl Session {
                     .and_then(|i| seed.get(i))
                     .cloned()
             };
-            let plan = session.plan_seed_event(index, event, &lookup)?;
-            session.fold(event, plan);
+            session.restore_step(index, event, &lookup)?;
         }
         session.log = Log::from_events(seed);
-        session.first_live_seq = session.log.next_seq();
-        session.restored_len = session.first_live_seq;
-        if session
-            .log
-            .last()
-            .is_none_or(|e| e.event_type() != END_SEED)
-        {
-            session.append(Draft::new(END_SEED, Value::empty_object()))?;
+        session.finish_restore()
+    }
+
+    /// One event of a restore (the loop body of [`Session::restore_events`] and
+    /// [`RestoreBuilder::push`]): the seed checks and the fold, without touching the log.
+    fn restore_step(
+        &mut self,
+        index: usize,
+        event: &Event,
+        lookup: &dyn Fn(u64) -> Option<Event>,
+    ) -> Result<()> {
+        let ty = event.event_type();
+        if is_plain_log_event(ty, event) {
+            // What the general path below does for an event that no seed check reads and
+            // that is not a surface candidate: the contiguity check and the log-only fold.
+            if event.seq() != index as u64 {
+                return Err(Error::SeedNotContiguous {
+                    index,
+                    seq: event.seq(),
+                });
+            }
+            self.surface.push_log_only();
+            self.request_header.push(event);
+            self.request_context.push(event);
+            self.keep_checkpoint();
+            return Ok(());
         }
-        Ok(session)
+        if ty == "request/header-delta" {
+            return Err(Error::SeedLegacyHeaderDelta { index });
+        }
+        let plan = self.plan_seed_event(index, event, lookup)?;
+        self.fold(event, plan);
+        Ok(())
+    }
+
+    /// The end of a restore whose log holds every restored event: the live part starts after
+    /// them, behind a `session/end-seed` marker unless the log already ends with one.
+    fn finish_restore(mut self) -> Result<Session> {
+        self.first_live_seq = self.log.next_seq();
+        self.restored_len = self.first_live_seq;
+        if self.log.last().is_none_or(|e| e.event_type() != END_SEED) {
+            self.append(Draft::new(END_SEED, Value::empty_object()))?;
+        }
+        Ok(self)
     }
 
     /// One seed entry given as a JSON value (§2.8 steps 2.1–2.7).
@@ -887,6 +901,70 @@ pub fn check_message_shape(event_type: &str, data: &Value, subject: &str) -> Res
 
 /// Whether `event` (of type `ty`) is an ordinary log-only event: not surface-eligible, without
 /// surface metadata, and of no type that a seed check or a request fold reads.
+/// [`Session::from_restore_events`] fed one event at a time, so that a reader can build the
+/// session while it is still reading the log: the same checks and folds in the same order,
+/// each event pushed onto the log as it is accepted.
+///
+/// Invariant: pushing the events of a seed one by one and finishing gives the session
+/// [`Session::from_restore_events`] gives for that seed, and the first failing push fails
+/// with its error (`session-surface/tests/surface_tests/restore_events.rs`).
+pub struct RestoreBuilder {
+    session: Session,
+}
+
+impl RestoreBuilder {
+    /// Starts a restore of `id`: the header is validated first, as in
+    /// [`Session::from_restore_events`].
+    pub fn new(id: impl Into<Arc<str>>, header: &Value, clock: SharedClock) -> Result<Self> {
+        let id = id.into();
+        let header = validate_header(header, &id)?;
+        Ok(RestoreBuilder {
+            session: Session::empty(id, header, clock),
+        })
+    }
+
+    /// The next seed event. After an error the builder holds a partial state: drop it.
+    pub fn push(&mut self, event: Event) -> Result<()> {
+        let session = &mut self.session;
+        let index = session.log.len();
+        // The log is moved out for the step (which never reads it), so that the lookup can
+        // borrow it while the step changes the rest of the session, and no snapshot makes the
+        // push below copy the log's tail.
+        let log = std::mem::replace(&mut session.log, Log::new());
+        let step = session.restore_step(index, &event, &|seq| log.get(seq).cloned());
+        session.log = log;
+        step?;
+        // The step checked that the event's seq is `index`, the log's next seq.
+        session
+            .log
+            .push(event)
+            .map_err(|_| Error::SeedNotContiguous {
+                index,
+                seq: index as u64,
+            })
+    }
+
+    /// How many events were pushed.
+    pub fn len(&self) -> usize {
+        self.session.log.len()
+    }
+
+    /// Whether no event was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.session.log.is_empty()
+    }
+
+    /// The events pushed so far (an O(1) snapshot).
+    pub fn events(&self) -> Events {
+        self.session.log.snapshot()
+    }
+
+    /// The restored session.
+    pub fn finish(self) -> Result<Session> {
+        self.session.finish_restore()
+    }
+}
+
 fn is_plain_log_event(ty: &str, event: &Event) -> bool {
     !matches!(
         ty,

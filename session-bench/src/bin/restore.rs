@@ -1,11 +1,14 @@
 //! `restore`: times a full restore of a stored session and reports peak RSS.
 //!
-//! Usage: `restore <ROOT> <SESSION-ID> [zstd|none] [full|load|inspect|compactions|uncompact]`
+//! Usage: `restore <ROOT> <SESSION-ID> [zstd|none] [full|serial|load|inspect|compactions|uncompact]`
 //!
 //! - `load`: `Backend::load_stored` alone.
-//! - `full` (the default): `load_stored`, the crash closers, then the restore-mode session
-//!   construction the persistence coordinator performs (header validation, every seed check,
-//!   surface fold, message derivation and the request folds).
+//! - `full` (the default): the restore-mode session construction the persistence coordinator
+//!   performs (header validation, every seed check, surface fold, message derivation and the
+//!   request folds) during the read, as it does: `Backend::load_stored_into` hands each batch
+//!   of events to a `RestoreBuilder`; then the crash closers and the end of the restore.
+//! - `serial`: the same construction after the read: `load_stored`, the closers, then
+//!   `Session::from_restore_events`.
 //! - `inspect`: the whole service path, `Persistence::inspect` on a fresh store.
 //! - `compactions`: `Persistence::inspect_detailed` (what `sessionctl inspect` and
 //!   `sessionctl compactions` read with), then the compaction history from the inspection's
@@ -22,16 +25,17 @@
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use session_core::json::Value;
 use session_core::{Event, Events, SharedClock, SystemClock};
 use session_fork::{Undo, uncompact_events};
 use session_persist::jsonl::{Compression, JsonlBackend, JsonlConfig};
-use session_persist::{Backend, Persistence, PersistenceOptions};
+use session_persist::{Backend, Persistence, PersistenceOptions, SharedEventSink, StoredEventSink};
 use session_repair::interrupted_turn_closers;
 use session_store::{SessionStore, SharedSession};
-use session_surface::{Session, compactions_of};
+use session_surface::{RestoreBuilder, Session, compactions_of};
 
 /// A `/proc/self/status` memory field in MiB (`VmHWM:` is the peak RSS).
 fn rss_mib(field: &str) -> Option<f64> {
@@ -60,6 +64,7 @@ fn cpu_seconds() -> Option<f64> {
 enum Mode {
     Load,
     Full,
+    Serial,
     Inspect,
     Compactions,
     Uncompact,
@@ -69,7 +74,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(root), Some(id)) = (args.first(), args.get(1)) else {
         eprintln!(
-            "usage: restore <ROOT> <SESSION-ID> [zstd|none] [full|load|inspect|compactions|uncompact]"
+            "usage: restore <ROOT> <SESSION-ID> [zstd|none] [full|serial|load|inspect|compactions|uncompact]"
         );
         return ExitCode::from(2);
     };
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
     };
     let mode = match args.get(3).map(String::as_str) {
         Some("load") => Mode::Load,
+        Some("serial") => Mode::Serial,
         Some("inspect") => Mode::Inspect,
         Some("compactions") => Mode::Compactions,
         Some("uncompact") => Mode::Uncompact,
@@ -97,7 +103,8 @@ fn main() -> ExitCode {
     };
     let outcome = match mode {
         Mode::Inspect | Mode::Compactions | Mode::Uncompact => inspect(&rt, backend, id, mode),
-        Mode::Load | Mode::Full => restore(&rt, &backend, id, mode == Mode::Full),
+        Mode::Load | Mode::Serial => restore(&rt, &backend, id, mode == Mode::Serial),
+        Mode::Full => restore_during_read(&rt, &backend, id),
     };
     match outcome {
         Ok(line) => {
@@ -160,6 +167,89 @@ fn restore(
         closers_time.as_secs_f64(),
         construct.as_secs_f64(),
         to_list.as_secs_f64(),
+        total.as_secs_f64(),
+        rss_mib("VmRSS:").unwrap_or(f64::NAN),
+    );
+    drop(session);
+    Ok(line)
+}
+
+/// Restores the session from the events as the read hands them over.
+struct Restorer {
+    id: String,
+    builder: Option<RestoreBuilder>,
+    error: Option<String>,
+}
+
+impl StoredEventSink for Restorer {
+    fn start(&mut self, header: &Value) {
+        let clock: SharedClock = Arc::new(SystemClock);
+        self.error = None;
+        self.builder = match RestoreBuilder::new(self.id.as_str(), header, clock) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.error = Some(e.to_string());
+                None
+            }
+        };
+    }
+
+    fn accept(&mut self, events: &mut Vec<Event>) {
+        for event in events.drain(..) {
+            if let Some(builder) = &mut self.builder
+                && let Err(e) = builder.push(event)
+            {
+                self.error = Some(e.to_string());
+                self.builder = None;
+            }
+        }
+    }
+}
+
+fn restore_during_read(
+    rt: &tokio::runtime::Runtime,
+    backend: &JsonlBackend,
+    id: &str,
+) -> Result<String, BoxError> {
+    let start = Instant::now();
+    let sink = Arc::new(Mutex::new(Restorer {
+        id: id.to_owned(),
+        builder: None,
+        error: None,
+    }));
+    let shared: SharedEventSink = sink.clone();
+    let prefix = rt
+        .block_on(backend.load_stored_into(id, shared))?
+        .ok_or_else(|| format!("session {id} not found"))?;
+    let load = start.elapsed();
+    let load_peak = peak_rss_mib().unwrap_or(f64::NAN);
+    let mut restorer = sink.lock().map_err(|_| "the restore panicked")?;
+    if let Some(e) = restorer.error.take() {
+        return Err(e.into());
+    }
+    let mut builder = restorer.builder.take().ok_or("no restore was started")?;
+    drop(restorer);
+    let t = Instant::now();
+    // Events the read kept back (recovered from a torn frame) come after the handed ones.
+    for event in prefix.events {
+        builder.push(event)?;
+    }
+    let events = builder.len();
+    let closers = interrupted_turn_closers(builder.events().iter());
+    for closer in &closers {
+        builder.push(closer.clone())?;
+    }
+    let session = builder.finish()?;
+    let finish = t.elapsed();
+    let total = start.elapsed();
+    let line = format!(
+        "events={events} closers={} session_seq={} surface={} messages={} load_stored_into={:.3}s finish={:.3}s total={:.3}s load_peak_rss={load_peak:.1}MiB rss={:.1}MiB",
+        closers.len(),
+        session.seq(),
+        session.surface().len(),
+        session.derive_messages().len(),
+        load.as_secs_f64(),
+        finish.as_secs_f64(),
         total.as_secs_f64(),
         rss_mib("VmRSS:").unwrap_or(f64::NAN),
     );

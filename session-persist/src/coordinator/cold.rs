@@ -1,17 +1,18 @@
 //! The cores run inside an id's chain (create, append) and the cold operations: reading and
 //! validating a stored log, preparing its repaired session, committing the repair, `read_from`.
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicU8;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use session_core::json::Value;
 use session_core::{Event, Events, SessionHeader};
 use session_repair::interrupted_turn_closers;
 use session_store::{PrepareOptions, SeedSource, SharedSession};
-use session_surface::Session;
+use session_surface::{RestoreBuilder, Session};
 
+use super::restore::{Received, RestoreSink};
 use super::state::{CoordInner, PreparedSource, QUEUED, SessionState, Source};
-use crate::backend::{Backend, StoredPrefix};
+use crate::backend::{Backend, SharedEventSink, StoredPrefix};
 use crate::cancel::{self, CancelToken};
 use crate::error::{Error, FormatRefusal, Result};
 use crate::normalize::{
@@ -232,15 +233,80 @@ impl CoordInner {
         }
     }
 
+    /// The end of a restore done during the read, when every event was kept as read: the
+    /// closers, then the session, prepared in the store. `Err` gives the events back when the
+    /// restore refuses a closer or its end, for the whole-log path to report.
+    fn finish_restore(
+        &self,
+        mut builder: RestoreBuilder,
+        revision: crate::backend::Revision,
+        torn: Option<crate::backend::TornMarker>,
+    ) -> std::result::Result<PreparedSource, Vec<Event>> {
+        let stored = builder.events();
+        let closers = interrupted_turn_closers(stored.iter());
+        let back = || stored.iter().cloned().collect::<Vec<Event>>();
+        for closer in &closers {
+            if builder.push(closer.clone()).is_err() {
+                return Err(back());
+            }
+        }
+        let length = builder.len();
+        let Ok(session) = builder.finish() else {
+            return Err(back());
+        };
+        let Ok(session) = self.store.prepare_restored(session) else {
+            return Err(back());
+        };
+        let session_length = session.seq();
+        let events = session.events().prefix(length);
+        Ok(PreparedSource {
+            inspection: Inspection {
+                meta: session.header(),
+                events,
+            },
+            session,
+            revision,
+            session_length,
+            torn,
+            closers,
+        })
+    }
+
     /// Reads, validates and repairs in memory one cold source, and builds its unpublished
     /// session.
     pub(super) async fn prepare_core(self: &Arc<Self>, id: &str) -> Result<Source> {
-        let Some(stored) = self.backend.load_stored(id).await? else {
+        // The session is restored while the log is read (`restore.rs`).
+        let sink = Arc::new(Mutex::new(RestoreSink::new(id, self.store.clock().clone())));
+        let shared: SharedEventSink = sink.clone();
+        let Some(mut stored) = self.backend.load_stored_into(id, shared).await? else {
             return Err(Error::NotFound { id: id.to_owned() });
         };
+        let received = sink.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(sink);
         let revision = stored.revision.clone();
         let torn = stored.torn.clone();
         let prepared = (|| {
+            let received = match received {
+                Received::Built(builder)
+                    if stored.events.is_empty()
+                        && stored.invalid_envelope.is_none()
+                        && Self::assert_stored_id(id, &stored.meta).is_ok()
+                        && self
+                            .assert_version(&stored.meta, &stored.header_value)
+                            .is_ok() =>
+                {
+                    match self.finish_restore(*builder, revision.clone(), torn.clone()) {
+                        Ok(source) => return Ok(source),
+                        Err(events) => events,
+                    }
+                }
+                Received::Built(builder) => builder.events().iter().cloned().collect(),
+                Received::Raw(events) => events,
+            };
+            // The whole-log path, over the events the sink received and the rest of the
+            // prefix.
+            let rest = std::mem::replace(&mut stored.events, received);
+            stored.events.extend(rest);
             let (_, header, mut events, invalid) = self.stored_events_in_order(id, stored)?;
             if let Some(index) = invalid {
                 // The restore validates the header, then every event in seq order: a problem

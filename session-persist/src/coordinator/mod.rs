@@ -5,11 +5,13 @@
 //!
 //! Split by responsibility: `state` (per-id state and operation chains), `live` (live
 //! adoption and write-behind), `retire` (retirement and write ownership), `cold` (the
-//! in-chain cores and cold operations), `api` (the public service).
+//! in-chain cores and cold operations), `restore` (the session restored while its log is
+//! read), `api` (the public service).
 
 mod api;
 mod cold;
 mod live;
+mod restore;
 mod retire;
 mod state;
 #[cfg(test)]

@@ -102,7 +102,8 @@ use self::layout::{LOGICAL_FILE_NAME, encode_segment, file_name, log_path, resol
 use self::lock::Writers;
 use self::read::{load_prefix, stable_read, stat_if_exists, zstd_text};
 use crate::backend::{
-    Backend, ListedSession, Location, RawArtifact, Revision, StoredPrefix, TornMarker,
+    Backend, ListedSession, Location, RawArtifact, Revision, SharedEventSink, StoredPrefix,
+    TornMarker,
 };
 use crate::error::{Error, Result};
 
@@ -491,13 +492,17 @@ impl Inner {
         }
     }
 
-    fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>> {
+    fn load_stored(
+        &self,
+        id: &str,
+        sink: Option<&SharedEventSink>,
+    ) -> Result<Option<StoredPrefix>> {
         self.preflight()?;
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
         let zstd = self.compression == Compression::Zstd;
-        let Some((prefix, stat)) = load_prefix(self.fs.as_ref(), &path, zstd)? else {
+        let Some((prefix, stat)) = load_prefix(self.fs.as_ref(), &path, zstd, sink)? else {
             return Ok(None);
         };
         let prefix = prefix.map_err(|e| e.with_location(Location::jsonl(&path)))?;
@@ -846,7 +851,16 @@ impl Backend for JsonlBackend {
     /// frame is tolerated, and its complete records are kept and recovered by repair.
     async fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>> {
         let id = id.to_owned();
-        self.run(move |i| i.load_stored(&id)).await
+        self.run(move |i| i.load_stored(&id, None)).await
+    }
+
+    async fn load_stored_into(
+        &self,
+        id: &str,
+        sink: SharedEventSink,
+    ) -> Result<Option<StoredPrefix>> {
+        let id = id.to_owned();
+        self.run(move |i| i.load_stored(&id, Some(&sink))).await
     }
 
     async fn read_stored_revision(&self, id: &str) -> Result<Option<Revision>> {

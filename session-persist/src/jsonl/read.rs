@@ -35,7 +35,7 @@ use super::frames::{
 use super::fs::{Fs, FsFile, Stat, read_to_end};
 use super::header_line::ParsedHeader;
 use super::scanner::{DecodedLines, SessionLogScanner, decode_lines, find_newline, rfind_newline};
-use crate::backend::TornMarker;
+use crate::backend::{SharedEventSink, TornMarker};
 use crate::error::{Error, Result};
 
 /// A stored log as read: the valid prefix and what repair must cut.
@@ -82,10 +82,13 @@ pub(crate) fn stable_read(fs: &dyn Fs, path: &Path) -> Result<Option<(Vec<u8>, S
 /// Reads the stored prefix of the log at `path` in one streaming pass between two `stat`s that
 /// agree (see [`stable_read`]). The outer result carries file-system errors; the inner one
 /// what the log's content gives. A file that disappears reads as `None`.
+/// With a `sink`, valid events are handed to it as the scanner accepts them (each attempt
+/// starts it again), and the prefix's events are the ones after them.
 pub(crate) fn load_prefix(
     fs: &dyn Fs,
     path: &Path,
     zstd: bool,
+    sink: Option<&SharedEventSink>,
 ) -> Result<Option<(Result<Prefix>, Stat)>> {
     loop {
         let Some(before) = stat_if_exists(fs, path)? else {
@@ -100,9 +103,9 @@ pub(crate) fn load_prefix(
         let file: &mut dyn FsFile = file.as_mut();
         let mut read = |buf: &mut [u8]| file.read(buf);
         let outcome = if zstd {
-            load_zstd(&mut read, tuning)
+            load_zstd(&mut read, tuning, sink)
         } else {
-            load_raw(&mut read, tuning)
+            load_raw(&mut read, tuning, sink)
         };
         let outcome = match outcome {
             Ok(prefix) => Ok(prefix),
@@ -129,9 +132,9 @@ pub(crate) fn from_memory(buf: &[u8], zstd: bool, tuning: Tuning) -> Result<Pref
         Ok(n)
     };
     let outcome = if zstd {
-        load_zstd(&mut read, tuning)
+        load_zstd(&mut read, tuning, None)
     } else {
-        load_raw(&mut read, tuning)
+        load_raw(&mut read, tuning, None)
     };
     outcome.map_err(|e| match e {
         Failure::Read(e) => Error::io("read", "memory", e),
@@ -661,9 +664,13 @@ fn apply_jobs(
 }
 
 /// Reads a raw (plain JSONL) log. Everything after the committed bytes is a torn tail.
-fn load_raw(read: ReadFn<'_>, tuning: Tuning) -> std::result::Result<Prefix, Failure> {
+fn load_raw(
+    read: ReadFn<'_>,
+    tuning: Tuning,
+    sink: Option<&SharedEventSink>,
+) -> std::result::Result<Prefix, Failure> {
     let mut input = Input::new(read, tuning.job_bytes);
-    match raw_prefix(&mut input, tuning) {
+    match raw_prefix(&mut input, tuning, sink) {
         Err(Failure::Log(e)) => {
             input.drain(false)?;
             Err(Failure::Log(e))
@@ -672,7 +679,11 @@ fn load_raw(read: ReadFn<'_>, tuning: Tuning) -> std::result::Result<Prefix, Fai
     }
 }
 
-fn raw_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Prefix, Failure> {
+fn raw_prefix(
+    input: &mut Input<'_>,
+    tuning: Tuning,
+    sink: Option<&SharedEventSink>,
+) -> std::result::Result<Prefix, Failure> {
     input.fill_block()?;
     let nl = loop {
         if let Some(nl) = find_newline(&input.buf, 0) {
@@ -685,6 +696,7 @@ fn raw_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Pref
     };
     let header = input.take(nl + 1);
     let mut scanner = SessionLogScanner::new(&header)?;
+    scanner.attach(sink);
     run_jobs(
         &mut || Ok(input.next_lines()?.map(Job::Text)),
         &mut scanner,
@@ -707,9 +719,13 @@ fn raw_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Pref
 /// Reads a Zstandard log frame by frame (never holding the whole plaintext). Every complete
 /// frame must be valid and end on a record boundary; a torn final frame is prefix-decoded and
 /// its complete records are kept as recovered events.
-fn load_zstd(read: ReadFn<'_>, tuning: Tuning) -> std::result::Result<Prefix, Failure> {
+fn load_zstd(
+    read: ReadFn<'_>,
+    tuning: Tuning,
+    sink: Option<&SharedEventSink>,
+) -> std::result::Result<Prefix, Failure> {
     let mut input = Input::new(read, tuning.job_bytes);
-    match zstd_prefix(&mut input, tuning) {
+    match zstd_prefix(&mut input, tuning, sink) {
         Err(Failure::Log(e)) => {
             // A structural error anywhere in the file takes precedence.
             input.drain(true)?;
@@ -719,7 +735,11 @@ fn load_zstd(read: ReadFn<'_>, tuning: Tuning) -> std::result::Result<Prefix, Fa
     }
 }
 
-fn zstd_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Prefix, Failure> {
+fn zstd_prefix(
+    input: &mut Input<'_>,
+    tuning: Tuning,
+    sink: Option<&SharedEventSink>,
+) -> std::result::Result<Prefix, Failure> {
     let Some((bytes, frames)) = input.next_frames(Some(1))? else {
         return Err(Failure::Log(Error::EmptyLog { zstd: true }));
     };
@@ -730,6 +750,7 @@ fn zstd_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Pre
         return Err(Failure::Log(Error::ZstdHeaderFrameLines));
     }
     let mut scanner = SessionLogScanner::new(&header)?;
+    scanner.attach(sink);
     run_jobs(
         &mut || {
             Ok(input.next_frames(None)?.map(|(bytes, mut frames)| {
@@ -756,6 +777,8 @@ fn zstd_prefix(input: &mut Input<'_>, tuning: Tuning) -> std::result::Result<Pre
         });
     }
     let torn_start = input.base;
+    // The recovered events stay in the prefix (the torn marker names them), not in the sink.
+    scanner.detach();
     let before = scanner.event_count();
     let mut budget = PlainBudget::default();
     let plain = decoder.decode_torn(&input.buf, torn_start, &mut budget)?;

@@ -20,7 +20,10 @@ use session_core::chunk_rows::{LineRecord, StorageDecoder};
 use session_core::header::js_string;
 use session_core::json::{ParseErrorKind, Value};
 
+use std::sync::PoisonError;
+
 use super::header_line::{ParsedHeader, parse_strict};
+use crate::backend::SharedEventSink;
 use crate::error::{Error, Result};
 
 /// The first problem found in the body, raised only if a later line holds a `turn/end`.
@@ -107,7 +110,6 @@ pub(crate) struct ScanOutput {
 }
 
 /// The incremental log scanner (see the module documentation).
-#[derive(Debug)]
 pub(crate) struct SessionLogScanner {
     header: ParsedHeader,
     carry: Vec<u8>,
@@ -120,6 +122,22 @@ pub(crate) struct SessionLogScanner {
     invalid: Option<(usize, Vec<Event>)>,
     issue: Option<Issue>,
     decoder: StorageDecoder,
+    /// Where accepted events go as each decoded batch is merged, instead of `events`.
+    sink: Option<SharedEventSink>,
+}
+
+impl std::fmt::Debug for SessionLogScanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionLogScanner")
+            .field("offset", &self.offset)
+            .field("line", &self.line)
+            .field("committed", &self.committed)
+            .field("count", &self.count)
+            .field("events", &self.events.len())
+            .field("issue", &self.issue)
+            .field("sink", &self.sink.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl SessionLogScanner {
@@ -145,7 +163,25 @@ impl SessionLogScanner {
             invalid: None,
             issue: None,
             decoder: StorageDecoder::new(),
+            sink: None,
         })
+    }
+
+    /// Hands every valid event accepted from now on to `sink` (started with the header),
+    /// at the end of each merged batch; [`ScanOutput::events`] then holds only the events
+    /// accepted after [`SessionLogScanner::detach`].
+    pub(crate) fn attach(&mut self, sink: Option<&SharedEventSink>) {
+        if let Some(sink) = sink {
+            sink.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .start(&self.header.value);
+            self.sink = Some(sink.clone());
+        }
+    }
+
+    /// Keeps the events accepted from now on in [`ScanOutput::events`].
+    pub(crate) fn detach(&mut self) {
+        self.sink = None;
     }
 
     /// Every byte fed so far, header included.
@@ -158,7 +194,7 @@ impl SessionLogScanner {
         self.committed
     }
 
-    /// How many valid events the prefix holds.
+    /// How many valid events the prefix holds, not counting those handed to a sink.
     pub(crate) fn event_count(&self) -> usize {
         self.events.len()
     }
@@ -306,6 +342,13 @@ impl SessionLogScanner {
             };
             self.count += n;
             self.committed = self.offset;
+        }
+        if let Some(sink) = &self.sink
+            && !self.events.is_empty()
+        {
+            sink.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .accept(&mut self.events);
         }
         Ok(())
     }

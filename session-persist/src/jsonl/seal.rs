@@ -87,7 +87,7 @@ impl Inner {
     /// Reads the log's prefix and checks the preconditions of sealing.
     fn sealable_prefix(&self, id: &str, path: &Path) -> Result<Prefix> {
         let zstd = self.compression == Compression::Zstd;
-        let Some((prefix, _)) = load_prefix(self.fs.as_ref(), path, zstd)? else {
+        let Some((prefix, _)) = load_prefix(self.fs.as_ref(), path, zstd, None)? else {
             return Err(Error::NotFound { id: id.to_owned() });
         };
         let prefix = prefix.map_err(|e| e.with_location(Location::jsonl(path)))?;
@@ -378,7 +378,7 @@ fn hash_events(events: &[Event]) -> (u64, u64) {
 /// events (their count and the hashes of their JSON texts, see [`Digest`]).
 fn verify_same(fs: &dyn Fs, id: &str, tmp: &Path, expected: &Digest) -> Result<()> {
     let mismatch = |what: &str| Inner::refuse(id, format!("the sealed copy differs: {what}"));
-    let Some((reread, _)) = load_prefix(fs, tmp, true)? else {
+    let Some((reread, _)) = load_prefix(fs, tmp, true, None)? else {
         return Err(mismatch("the temporary file vanished"));
     };
     let reread = reread?;

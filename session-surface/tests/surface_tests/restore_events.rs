@@ -1,11 +1,12 @@
-//! `Session::from_restore_events` against `Session::from_restore`: the same validation with
-//! the same messages, and the same session, for seeds given as parsed events.
+//! `Session::from_restore_events` and `RestoreBuilder` (the restore fed one event at a time)
+//! against `Session::from_restore`: the same validation with the same messages, and the same
+//! session, for seeds given as parsed events.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap like the tests
 
 use crate::common::{assistant_text, clock, tool_result, user, v};
 use session_core::json::Value;
 use session_core::{Event, Events};
-use session_surface::{Draft, Session};
+use session_surface::{Draft, RestoreBuilder, Session};
 
 fn line(ty: &str, seq: u64, data: &Value, extra: &str) -> String {
     format!(
@@ -78,14 +79,23 @@ fn check(lines: &[String], header: &Value) -> Option<String> {
     let by_events = Session::from_restore_events("s", events.clone(), header, clock());
     let shared =
         Session::from_restore_events("s", Events::from_vec(events.clone()), header, clock());
-    match (by_values, by_events, shared) {
-        (Err(a), Err(b), Err(c)) => {
+    let built = (|| {
+        let mut builder = RestoreBuilder::new("s", header, clock())?;
+        for event in &events {
+            builder.push(event.clone())?;
+        }
+        assert_eq!(builder.len(), events.len());
+        builder.finish()
+    })();
+    match (by_values, by_events, shared, built) {
+        (Err(a), Err(b), Err(c), Err(d)) => {
             assert_eq!(a.to_string(), b.to_string());
             assert_eq!(a.to_string(), c.to_string());
+            assert_eq!(a.to_string(), d.to_string());
             Some(a.to_string())
         }
-        (Ok(a), Ok(b), Ok(c)) => {
-            for b in [&b, &c] {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => {
+            for b in [&b, &c, &d] {
                 let lines = |s: &Session| s.events().iter().map(Event::to_json).collect::<Vec<_>>();
                 assert_eq!(lines(b), lines(&a));
                 assert_eq!(b.surface_nodes(), a.surface_nodes());
@@ -102,11 +112,12 @@ fn check(lines: &[String], header: &Value) -> Option<String> {
             }
             None
         }
-        (a, b, c) => panic!(
-            "constructors disagree: {:?} / {:?} / {:?}",
+        (a, b, c, d) => panic!(
+            "constructors disagree: {:?} / {:?} / {:?} / {:?}",
             a.err().map(|e| e.to_string()),
             b.err().map(|e| e.to_string()),
-            c.err().map(|e| e.to_string())
+            c.err().map(|e| e.to_string()),
+            d.err().map(|e| e.to_string())
         ),
     }
 }
