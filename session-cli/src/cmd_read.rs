@@ -94,6 +94,9 @@ pub(crate) fn inspect_events(
         store.block_on(store.persistence.inspect(&id, None))
     })
     .map_err(|e| store.err(e, target.file.as_deref()))?;
+    // The caller keeps the events only: the session the read built (its surface, messages
+    // and transcript) is not kept for reuse.
+    store.persistence.discard_prepared(&id);
     Ok((inspection.meta, inspection.events))
 }
 
