@@ -595,7 +595,9 @@ mod tests {
     use std::time::Duration;
 
     use session_core::clock::system_clock;
-    use session_persist::{JsonlBackend, JsonlConfig, Persistence, PersistenceOptions};
+    use session_persist::{
+        Compression, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions,
+    };
     use tokio::sync::mpsc;
     use tokio::time::Instant;
 

@@ -219,7 +219,7 @@ mod tests {
 
     fn read_all(path: &Path, batch: usize) -> Result<Vec<Vec<String>>> {
         let mut stream = LogStream::open(path)?;
-        assert_eq!(stream.header().id, "s");
+        assert_eq!(&*stream.header().id, "s");
         let mut out = Vec::new();
         while let Some(events) = stream.next_batch(batch)? {
             out.push(events.iter().map(Event::to_json).collect());
