@@ -35,6 +35,8 @@ pub struct LogStream {
     record: Vec<u8>,
     /// Lines after the header read so far.
     line: u64,
+    /// Bytes of logical text read so far, the header's and the newlines included.
+    bytes: u64,
     next_seq: u64,
     /// `(line, events decoded through it)` for the lines of the batch being read.
     ends: Vec<(u64, usize)>,
@@ -70,6 +72,7 @@ impl LogStream {
             decoder: StorageDecoder::new(),
             record: Vec::new(),
             line: 0,
+            bytes: 0,
             next_seq: 0,
             ends: Vec::new(),
         };
@@ -90,6 +93,16 @@ impl LogStream {
     /// The seq the next event must have: how many events were read.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// How many records (lines after the header) were read.
+    pub fn records(&self) -> u64 {
+        self.line
+    }
+
+    /// How many bytes of logical text (plaintext) were read, the header's included.
+    pub fn plaintext_bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// The next events, at least `min_events` of them (fewer only at the end of the log) and
@@ -168,6 +181,7 @@ impl LogStream {
             }
             self.record.extend_from_slice(piece);
             self.reader.consume(used);
+            self.bytes += used as u64;
             if complete {
                 return Ok(Some(true));
             }
@@ -239,6 +253,10 @@ mod tests {
                 "zstd {zstd}"
             );
             assert_eq!(batches.concat(), lines, "zstd {zstd}");
+            let mut stream = LogStream::open(&path).unwrap();
+            while stream.next_batch(3).unwrap().is_some() {}
+            assert_eq!(stream.records(), 10);
+            assert_eq!(stream.plaintext_bytes(), text(&lines).len() as u64);
         }
     }
 
