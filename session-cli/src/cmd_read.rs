@@ -94,6 +94,9 @@ pub(crate) fn inspect_events(
         store.block_on(store.persistence.inspect(&id, None))
     })
     .map_err(|e| store.err(e, target.file.as_deref()))?;
+    // The caller keeps the events only: the session the read built (its surface, messages
+    // and transcript) is not kept for reuse.
+    store.persistence.discard_prepared(&id);
     Ok((inspection.meta, inspection.events))
 }
 
@@ -604,73 +607,130 @@ fn scalar(v: &Value) -> String {
 
 // ---- stats ----
 
-/// `stats`.
-pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
-    let (target, store) = open_target(inv, inv.operand(0), true)?;
-    let id = target.id.clone();
-    let stored = with_spinner(format!("reading {id}"), || {
-        store.block_on(store.backend.load_stored(&id))
-    })
-    .map_err(|e| store.err(e, target.file.as_deref()))?
-    .ok_or_else(|| {
-        store.err(
-            session_persist::Error::NotFound { id: id.clone() },
-            target.file.as_deref(),
-        )
-    })?;
-    let file = target.file.clone().or_else(|| store.log_file(&stored.meta));
-    let mut rows: Option<session_persist_sqlite::RowStats> = None;
-    let (file_bytes, plaintext, records, frames) = if let Some(sqlite) = store.sqlite() {
-        let stats = store
-            .block_on(sqlite.row_stats(&id))
-            .map_err(|e| store.err(e.into(), None))?
-            .unwrap_or_default();
-        rows = Some(stats);
-        (
-            stats.data_bytes + stats.column_bytes,
-            stats.text_bytes,
-            stats.rows as usize,
-            None,
-        )
-    } else if store.jsonl().is_none() {
-        // A database server: no file and no row sizes; the events are what is known.
-        (0, 0, stored.events.len(), None)
-    } else {
-        let raw = with_spinner(format!("reading the logical text of {id}"), || {
-            store.block_on(store.persistence.read_raw(&id, None))
-        })
-        .map_err(|e| store.err(e, file.as_deref()))?;
-        let plaintext = raw.as_ref().map_or(0, |r| r.content.len() as u64);
-        let records = raw.as_ref().map_or(0, |r| {
-            r.content
-                .split('\n')
-                .filter(|l| !l.is_empty())
-                .count()
-                .saturating_sub(1)
-        });
-        drop(raw);
-        let (file_bytes, frames) = match file.as_deref() {
-            Some(f) => with_spinner(format!("reading the file of {id}"), || {
-                let data = std::fs::read(f).map_err(|e| Error::io("read", f, &e))?;
-                let frames = (target.at.compression() == Some(Compression::Zstd))
-                    .then(|| scan_zstd_frames(&data, None).ok())
-                    .flatten()
-                    .map(|scan| (scan.frames.len(), scan.torn_start.is_some()));
-                Ok::<_, Error>((data.len() as u64, frames))
-            })?,
-            None => (0, None),
-        };
-        (file_bytes, plaintext, records, frames)
-    };
-    let mut tally = crate::report::TypeTally::<(u64, u64)>::default();
+/// Adds each event's count and JSON bytes (its line, newline included) to its type's row.
+fn tally_events(tally: &mut crate::report::TypeTally<(u64, u64)>, events: &[Event]) {
     let mut buf = String::new();
-    for e in &stored.events {
+    for e in events {
         buf.clear();
         e.write_json(&mut buf);
         let row = tally.entry(e.event_type());
         row.0 += 1;
         row.1 += buf.len() as u64 + 1;
     }
+}
+
+/// What `stats` reads from a JSONL log streamed a batch at a time.
+struct StreamedStats {
+    tally: crate::report::TypeTally<(u64, u64)>,
+    events: usize,
+    records: u64,
+    plaintext: u64,
+}
+
+/// A JSONL log's per-type tally, record count and plaintext length, read a batch of events at
+/// a time (the log is never held whole); `None` when it does not read cleanly to its end.
+fn stream_stats(file: &Path) -> Option<StreamedStats> {
+    let mut stream = session_persist::LogStream::open(file).ok()?;
+    let mut tally = crate::report::TypeTally::<(u64, u64)>::default();
+    let mut events = 0;
+    while let Some(batch) = stream.next_batch(4096).ok()? {
+        tally_events(&mut tally, &batch);
+        events += batch.len();
+    }
+    Some(StreamedStats {
+        tally,
+        events,
+        records: stream.records(),
+        plaintext: stream.plaintext_bytes(),
+    })
+}
+
+/// `stats`.
+pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let (target, store) = open_target(inv, inv.operand(0), true)?;
+    let id = target.id.clone();
+    // A JSONL log that reads cleanly to its end is streamed; any other is read whole (its
+    // torn tail reported).
+    let streamed = match (store.jsonl(), target.file.as_deref()) {
+        (Some(_), Some(file)) => with_spinner(format!("reading {id}"), || stream_stats(file)),
+        _ => None,
+    };
+    let mut rows: Option<session_persist_sqlite::RowStats> = None;
+    let (file, event_count, torn, tally, plaintext, records) = if let Some(s) = streamed {
+        (
+            target.file.clone(),
+            s.events,
+            false,
+            s.tally,
+            s.plaintext,
+            s.records,
+        )
+    } else {
+        let stored = with_spinner(format!("reading {id}"), || {
+            store.block_on(store.backend.load_stored(&id))
+        })
+        .map_err(|e| store.err(e, target.file.as_deref()))?
+        .ok_or_else(|| {
+            store.err(
+                session_persist::Error::NotFound { id: id.clone() },
+                target.file.as_deref(),
+            )
+        })?;
+        let file = target.file.clone().or_else(|| store.log_file(&stored.meta));
+        let mut tally = crate::report::TypeTally::<(u64, u64)>::default();
+        tally_events(&mut tally, &stored.events);
+        let (plaintext, records) = if let Some(sqlite) = store.sqlite() {
+            let stats = store
+                .block_on(sqlite.row_stats(&id))
+                .map_err(|e| store.err(e.into(), None))?
+                .unwrap_or_default();
+            rows = Some(stats);
+            (stats.text_bytes, stats.rows)
+        } else if store.jsonl().is_none() {
+            // A database server: no file and no row sizes; the events are what is known.
+            (0, stored.events.len() as u64)
+        } else {
+            let raw = with_spinner(format!("reading the logical text of {id}"), || {
+                store.block_on(store.persistence.read_raw(&id, None))
+            })
+            .map_err(|e| store.err(e, file.as_deref()))?;
+            let plaintext = raw.as_ref().map_or(0, |r| r.content.len() as u64);
+            let records = raw.as_ref().map_or(0, |r| {
+                r.content
+                    .split('\n')
+                    .filter(|l| !l.is_empty())
+                    .count()
+                    .saturating_sub(1)
+            });
+            (plaintext, records as u64)
+        };
+        let event_count = stored.events.len();
+        (
+            file,
+            event_count,
+            stored.torn.is_some(),
+            tally,
+            plaintext,
+            records,
+        )
+    };
+    let (file_bytes, frames) = if let Some(r) = &rows {
+        (r.data_bytes + r.column_bytes, None)
+    } else {
+        match file.as_deref() {
+            Some(f) if store.jsonl().is_some() => {
+                with_spinner(format!("reading the file of {id}"), || {
+                    let data = std::fs::read(f).map_err(|e| Error::io("read", f, &e))?;
+                    let frames = (target.at.compression() == Some(Compression::Zstd))
+                        .then(|| scan_zstd_frames(&data, None).ok())
+                        .flatten()
+                        .map(|scan| (scan.frames.len(), scan.torn_start.is_some()));
+                    Ok::<_, Error>((data.len() as u64, frames))
+                })?
+            }
+            _ => (0, None),
+        }
+    };
     let mut per_type: Vec<(String, u64, u64)> = tally
         .into_rows()
         .into_iter()
@@ -697,10 +757,10 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
             ("plaintextBytes", num(plaintext)),
             ("compressionRatio", float((ratio * 1000.0).round() / 1000.0)),
             ("frames", opt_num(frames.map(|f| f.0 as u64))),
-            ("records", num(records as u64)),
-            ("events", num(stored.events.len() as u64)),
+            ("records", num(records)),
+            ("events", num(event_count as u64)),
             ("eventBytes", num(event_bytes)),
-            ("tornTail", Value::from(stored.torn.is_some())),
+            ("tornTail", Value::from(torn)),
             (
                 "rows",
                 rows.map_or(Value::Null, |r| {
@@ -791,13 +851,9 @@ pub(crate) fn stats(inv: &Invocation, out: &mut Out) -> Result<()> {
                 s.bold("events"),
                 format!(
                     "{} ({} as unpacked JSON lines){}",
-                    stored.events.len(),
+                    event_count,
                     bytes(event_bytes),
-                    if stored.torn.is_some() {
-                        ", torn tail"
-                    } else {
-                        ""
-                    }
+                    if torn { ", torn tail" } else { "" }
                 ),
             ],
         ];

@@ -7,22 +7,21 @@ use session_core::event::seq_value;
 use session_core::json::Value;
 use session_core::{Event, Events, SessionHeader};
 use session_fork::fork_events;
-use session_persist::{Backend, Compression};
+use session_persist::Backend;
 use session_store::{PrepareOptions, SessionPreparation, SessionStore, SharedSession};
 use session_surface::Draft;
 
 use crate::append_failure::{Accepted, flush_failure_hint};
 use crate::args::Invocation;
-use crate::args::{Database, StoreSpec, parse_store_spec};
 use crate::cmd_read::{inspect_events, open_target, require_store};
 use crate::error::{Error, Location, Result};
 use crate::json::{float, num, obj, opt_str};
-use crate::output::{Out, bytes, plural};
+use crate::output::{Out, bytes};
 use crate::progress::with_spinner;
 use crate::report::turns;
-use crate::store::{Store, StoreAt, Target, detect_root_compression, find_files};
+use crate::store::{Store, Target};
 
-fn schema(name: &str) -> (&'static str, Value) {
+pub(crate) fn schema(name: &str) -> (&'static str, Value) {
     ("schema", Value::from(format!("sessionctl.{name}/1")))
 }
 
@@ -442,12 +441,14 @@ pub(crate) fn publish_child(
 ) -> Result<(SessionHeader, u64, Option<PathBuf>)> {
     let header = child.header().clone();
     let child_events = child.seq();
-    let events: Vec<Event> = child.events().iter().cloned().collect();
+    // The child's log shares the parent's events; its derived state is dropped before the
+    // write, and only one batch is copied out of the log at a time.
+    let events = child.events();
     drop(child);
     with_spinner(format!("writing {}", header.id), || {
-        for (i, batch) in batches(&events).into_iter().enumerate() {
+        for (i, batch) in live_batches(&events).enumerate() {
             store
-                .block_on(store.backend.append_batch(&header, batch, i > 0))
+                .block_on(store.backend.append_batch(&header, &batch, i > 0))
                 .map_err(|e| store.err(e, None))?;
         }
         Ok::<(), Error>(())
@@ -535,418 +536,18 @@ pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
 
 // ---- convert ----
 
-/// Append batches as a live loop writes them: a new batch at every `turn/start` and
-/// `step/start`.
-pub(crate) fn batches(events: &[Event]) -> Vec<&[Event]> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for (i, e) in events.iter().enumerate() {
-        if i > start && matches!(e.event_type(), "turn/start" | "step/start") {
-            out.push(&events[start..i]);
-            start = i;
+/// The append batches a live loop writes (a new batch at every `turn/start` and
+/// `step/start`), copied out of `events` one batch at a time.
+pub(crate) fn live_batches(events: &Events) -> impl Iterator<Item = Vec<Event>> + '_ {
+    let mut rest = events.iter().peekable();
+    std::iter::from_fn(move || {
+        let mut batch = vec![rest.next()?.clone()];
+        while let Some(e) = rest.next_if(|e| !matches!(e.event_type(), "turn/start" | "step/start"))
+        {
+            batch.push(e.clone());
         }
-    }
-    if start < events.len() {
-        out.push(&events[start..]);
-    }
-    out
-}
-
-fn parse_to(text: &str) -> Result<Compression> {
-    match text {
-        "zstd" => Ok(Compression::Zstd),
-        "none" => Ok(Compression::None),
-        other => Err(Error::usage(format!(
-            "--to expects zstd or none, got \"{other}\""
-        ))),
-    }
-}
-
-/// Whether the file at `path` is a `SQLite` database (by its 16-byte header).
-fn is_sqlite_file(path: &Path) -> bool {
-    let mut head = [0u8; 16];
-    std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-        .is_ok()
-        && &head == b"SQLite format 3\0"
-}
-
-/// The store `convert` writes to: DEST as a store spec (`sqlite:PATH`, `jsonl:DIR`), an
-/// existing `SQLite` database file, or a JSONL root directory.
-fn convert_dest(text: &str, source: &StoreAt, to: Option<Compression>) -> Result<StoreAt> {
-    let spec = match parse_store_spec("DEST", text) {
-        Some(spec) => spec?,
-        None if Path::new(text).is_file() && is_sqlite_file(Path::new(text)) => {
-            StoreSpec::Database(Database::Sqlite(PathBuf::from(text)))
-        }
-        None => StoreSpec::Jsonl(PathBuf::from(text)),
-    };
-    let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
-    match spec {
-        StoreSpec::Database(_) if to.is_some() => Err(Error::usage(
-            "--to chooses the encoding of a JSONL DEST; a database DEST takes none",
-        )),
-        StoreSpec::Database(Database::Sqlite(path)) => Ok(StoreAt::Sqlite {
-            path: absolute(path),
-        }),
-        StoreSpec::Database(Database::Postgres(url)) => Ok(StoreAt::Postgres {
-            url,
-            take_over: false,
-        }),
-        StoreSpec::Jsonl(root) => {
-            let root = absolute(root);
-            // The root, or the first existing directory on its way, must be a directory:
-            // name the file in the way rather than report ENOTDIR from deep inside a write.
-            if let Some(blocker) = root.ancestors().find(|p| p.exists())
-                && !blocker.is_dir()
-            {
-                return Err(Error::failed_at(
-                    format!(
-                        "DEST {} is not a directory: {} is a file",
-                        root.display(),
-                        blocker.display()
-                    ),
-                    Some(
-                        "DEST is a JSONL root directory (created when missing), jsonl:DIR, \
-                         sqlite:PATH (a database file) or postgres://…"
-                            .into(),
-                    ),
-                    Location {
-                        file: Some(blocker.to_path_buf()),
-                        ..Location::default()
-                    },
-                ));
-            }
-            let compression = to.unwrap_or_else(|| match source.compression() {
-                Some(c) => c.opposite(),
-                None => detect_root_compression(&root),
-            });
-            Ok(StoreAt::Jsonl { root, compression })
-        }
-    }
-}
-
-/// The header compared across stores: a JSONL log always records a `delegationDepth` (0
-/// when absent), a database keeps its absence.
-fn comparable_header(meta: &SessionHeader) -> SessionHeader {
-    let mut meta = meta.clone();
-    meta.delegation_depth.get_or_insert(0);
-    meta
-}
-
-/// A 128-bit fingerprint of a byte stream (two salted `SipHash` passes), fed in pieces: how
-/// `convert` compares texts and events without holding both sides.
-struct Fingerprint(std::hash::DefaultHasher, std::hash::DefaultHasher);
-
-impl Fingerprint {
-    fn new() -> Fingerprint {
-        use std::hash::Hasher as _;
-        let mut a = std::hash::DefaultHasher::new();
-        let mut b = std::hash::DefaultHasher::new();
-        a.write_u8(0);
-        b.write_u8(1);
-        Fingerprint(a, b)
-    }
-
-    fn update(&mut self, bytes: &[u8]) {
-        use std::hash::Hasher as _;
-        self.0.write(bytes);
-        self.1.write(bytes);
-    }
-
-    fn finish(&self) -> (u64, u64) {
-        use std::hash::Hasher as _;
-        (self.0.finish(), self.1.finish())
-    }
-}
-
-/// The fingerprint of `bytes`.
-fn fingerprint(bytes: &[u8]) -> (u64, u64) {
-    let mut f = Fingerprint::new();
-    f.update(bytes);
-    f.finish()
-}
-
-/// The fingerprint of a JSONL log's logical text, read as a stream (a `.zstd` file decoded
-/// as it is read); `None` when it cannot be read.
-fn log_text_print(path: &Path) -> Option<(u64, u64)> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut reader: Box<dyn std::io::Read> = if path.extension().is_some_and(|e| e == "zstd") {
-        Box::new(zstd::stream::read::Decoder::new(file).ok()?)
-    } else {
-        Box::new(file)
-    };
-    let mut f = Fingerprint::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                f.update(&buf[..n]);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    Some(f.finish())
-}
-
-/// A source event as `convert` compares its copy with it: the fingerprint of its JSON, and
-/// when a database is on either side, of its JSON in the live-append key order.
-struct EventPrint {
-    json: (u64, u64),
-    append: Option<(u64, u64)>,
-}
-
-impl EventPrint {
-    fn of(event: &Event, fixed_order: bool) -> EventPrint {
-        EventPrint {
-            json: fingerprint(event.to_json().as_bytes()),
-            append: fixed_order.then(|| fingerprint(event.in_append_order().to_json().as_bytes())),
-        }
-    }
-}
-
-/// What a session occupies in a store: its log file, or its rows.
-fn stored_bytes(store: &Store, id: &str, file: Option<&Path>) -> u64 {
-    if let Some(sqlite) = store.sqlite() {
-        return store
-            .block_on(sqlite.row_stats(id))
-            .ok()
-            .flatten()
-            .map_or(0, |r| r.data_bytes + r.column_bytes);
-    }
-    file.and_then(|f| std::fs::metadata(f).ok())
-        .map_or(0, |m| m.len())
-}
-
-/// `convert`.
-pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
-    let to = inv.value("--to").map(parse_to).transpose()?;
-    let (target, store) = open_target(inv, inv.operand(0), true)?;
-    let dest_at = convert_dest(inv.operand(1), &target.at, to)?;
-    // A file read in place has no store of its own (its directory is not a root).
-    if !target.outside && target.at.same_place(&dest_at) {
-        if let StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } = dest_at {
-            return Err(Error::usage(
-                "DEST is the session's own database; pass another store",
-            ));
-        }
-        if target.at.compression() == dest_at.compression() {
-            return Err(Error::usage(
-                "DEST is the session's own store with the same encoding; pass another store or --to",
-            ));
-        }
-        return Err(Error::failed(
-            "a root holds one encoding; convert into another root".to_owned(),
-            Some("pass a DEST directory other than the session's root".into()),
-        ));
-    }
-    // Validate the whole log first (the reference's read path), then take the stored events.
-    let (_, _) = inspect_events(&store, &target)?;
-    let id = target.id.clone();
-    let stored = store
-        .block_on(store.backend.load_stored(&id))
-        .map_err(|e| store.err(e, target.file.as_deref()))?
-        .ok_or_else(|| store.err(session_persist::Error::NotFound { id: id.clone() }, None))?;
-    let source_file = target.file.clone().or_else(|| store.log_file(&stored.meta));
-    let source_location = || Location {
-        file: source_file.clone(),
-        ..Location::default()
-    };
-    if stored.torn.is_some() {
-        return Err(Error::failed_at(
-            format!(
-                "session \"{id}\" has a torn tail; convert copies events unchanged and will not drop it"
-            ),
-            Some(match (&source_file, target.outside) {
-                // `repair` writes, and refuses a file outside a store layout.
-                (Some(file), true) => format!(
-                    "`sessionctl repair {} --dry-run` shows what repair cuts; repair refuses a file outside a store layout, so copy it to <root>/<project>/{id}/ first and repair it there",
-                    file.display()
-                ),
-                _ => format!(
-                    "run `sessionctl {} repair {id}` first (or `sessionctl {} inspect {id}` to see what it cuts)",
-                    target.at.option(),
-                    target.at.option()
-                ),
-            }),
-            source_location(),
-        ));
-    }
-    if stored.events.is_empty() {
-        return Err(Error::failed_at(
-            format!("session \"{id}\" has no events; a log is only written with its first batch"),
-            None,
-            source_location(),
-        ));
-    }
-    let exists = |file: Option<PathBuf>| {
-        Error::failed_at(
-            format!("session \"{id}\" already exists in {}", dest_at.spec()),
-            Some("choose another DEST, or remove that session first".into()),
-            Location {
-                file: file.or_else(|| dest_at.path().map(Path::to_path_buf)),
-                ..Location::default()
-            },
-        )
-    };
-    match &dest_at {
-        StoreAt::Jsonl { root, .. } => {
-            if let Some((file, _)) = find_files(root, &id).first() {
-                return Err(exists(Some(file.clone())));
-            }
-        }
-        StoreAt::Postgres { .. } => {
-            let probe = Store::open(&dest_at)?;
-            let found = probe.lookup(&id)?;
-            probe.close()?;
-            if found.is_some() {
-                return Err(exists(None));
-            }
-        }
-        StoreAt::Sqlite { path } => {
-            if path.exists() {
-                let probe = Store::open(&dest_at)?;
-                let found = probe.lookup(&id)?;
-                probe.close()?;
-                if found.is_some() {
-                    return Err(exists(None));
-                }
-            }
-        }
-    }
-    let dest = Store::open(&dest_at)?;
-    let event_count = stored.events.len() as u64;
-    let plan = batches(&stored.events);
-    let batch_count = plan.len() as u64;
-    with_spinner(format!("writing {id} into {}", dest_at.spec()), || {
-        for (i, batch) in plan.iter().enumerate() {
-            dest.block_on(dest.backend.append_batch(&stored.meta, batch, i > 0))
-                .map_err(|e| dest.err(e, None))?;
-        }
-        Ok::<(), Error>(())
-    })?;
-    drop(plan);
-    let dest_file = dest.log_file(&stored.meta);
-    // SQLite rows give events back in the live-append key order.
-    let fixed_order = store.sqlite().is_some() || dest.sqlite().is_some();
-    dest.close()?;
-    // The copy is compared with the source through fingerprints, so the source's events are
-    // dropped before the copy is read back: one session's events are held at a time.
-    let header = comparable_header(&stored.meta);
-    let prints: Vec<EventPrint> = stored
-        .events
-        .iter()
-        .map(|e| EventPrint::of(e, fixed_order))
-        .collect();
-    drop(stored);
-    // Verify: a fresh backend reads back the same header and events.
-    let check = Store::open(&dest_at)?;
-    let reread = with_spinner(format!("reading the copy of {id} back"), || {
-        check
-            .block_on(check.backend.load_stored(&id))
-            .map_err(|e| check.err(e, dest_file.as_deref()))
-    })?;
-    let databases = store.jsonl().is_none() || check.jsonl().is_none();
-    let (verified, events_identical) = reread.as_ref().map_or((false, false), |r| {
-        let same_length = r.events.len() == prints.len();
-        let mut verified = r.torn.is_none() && comparable_header(&r.meta) == header && same_length;
-        let mut identical = same_length;
-        for (a, b) in r.events.iter().zip(&prints) {
-            let json = fingerprint(a.to_json().as_bytes());
-            identical &= json == b.json;
-            verified &= json == b.json
-                || b.append
-                    .is_some_and(|p| p == fingerprint(a.in_append_order().to_json().as_bytes()));
-        }
-        (verified, identical)
-    });
-    drop(reread);
-    drop(prints);
-    if !verified {
-        return Err(Error::failed_at(
-            format!("the converted log of \"{id}\" does not read back identical"),
-            Some("the destination was left in place for examination".into()),
-            Location {
-                file: dest_file.or_else(|| dest_at.path().map(Path::to_path_buf)),
-                ..Location::default()
-            },
-        ));
-    }
-    let text_identical = if databases {
-        None
-    } else {
-        // Both logical texts are streamed, never held.
-        let source_text = source_file.as_deref().and_then(log_text_print);
-        Some(source_text.is_some() && source_text == dest_file.as_deref().and_then(log_text_print))
-    };
-    let from_bytes = stored_bytes(&store, &id, source_file.as_deref());
-    let to_bytes = stored_bytes(&check, &id, dest_file.as_deref());
-    if inv.global.json {
-        let side = |at: &StoreAt, file: &Option<PathBuf>, n: u64| {
-            obj([
-                (
-                    "file",
-                    opt_str(file.as_ref().map(|f| f.display().to_string())),
-                ),
-                ("compression", Value::from(at.encoding())),
-                ("store", Value::from(at.spec())),
-                ("bytes", num(n)),
-            ])
-        };
-        let doc = obj([
-            schema("convert"),
-            ("id", Value::from(id.as_str())),
-            ("from", side(&target.at, &source_file, from_bytes)),
-            ("to", side(&dest_at, &dest_file, to_bytes)),
-            ("events", num(event_count)),
-            ("batches", num(batch_count)),
-            ("verified", Value::from(true)),
-            ("eventsIdentical", Value::from(events_identical)),
-            (
-                "logicalTextIdentical",
-                text_identical.map_or(Value::Null, Value::from),
-            ),
-        ]);
-        out.line(&doc.to_json())?;
-    } else {
-        let s = out.style;
-        out.line(&s.green(&format!(
-            "converted {id}: {} in {}, {} → {}",
-            plural(event_count, "event"),
-            plural(batch_count, "batch"),
-            target.at.encoding(),
-            dest_at.encoding()
-        )))?;
-        let place = |at: &StoreAt, file: &Option<PathBuf>| {
-            file.as_ref()
-                .map_or_else(|| at.spec(), |f| f.display().to_string())
-        };
-        out.line(&format!(
-            "  from {} ({})",
-            place(&target.at, &source_file),
-            bytes(from_bytes)
-        ))?;
-        out.line(&format!(
-            "  to   {} ({})",
-            place(&dest_at, &dest_file),
-            bytes(to_bytes)
-        ))?;
-        let detail = match (text_identical, events_identical) {
-            (Some(true), _) => "logical text identical",
-            (Some(false), _) => "logical text re-encoded (chunk packing differs)",
-            (None, true) => "every event byte-identical",
-            (None, false) => {
-                "envelope keys of some events in the database's fixed order (content identical)"
-            }
-        };
-        out.line(&format!(
-            "  verified: header and events read back identical; {detail}"
-        ))?;
-    }
-    check.close()?;
-    store.close()
+        Some(batch)
+    })
 }
 
 /// `seal`: rewrites a closed Zstandard log into its header frame and one frame per turn.
@@ -1016,7 +617,9 @@ mod tests {
     use std::time::Duration;
 
     use session_core::clock::system_clock;
-    use session_persist::{JsonlBackend, JsonlConfig, Persistence, PersistenceOptions};
+    use session_persist::{
+        Compression, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions,
+    };
     use tokio::sync::mpsc;
     use tokio::time::Instant;
 

@@ -32,6 +32,7 @@ mod append_failure;
 mod args;
 mod cmd_compaction;
 mod cmd_completions;
+mod cmd_convert;
 mod cmd_import;
 mod cmd_man;
 mod cmd_read;
@@ -70,7 +71,7 @@ fn run(inv: &Invocation, out: &mut Out) -> Result<()> {
         "transcript" => cmd_read::transcript(inv, out),
         "header" => cmd_read::header(inv, out),
         "fork" => cmd_write::fork(inv, out),
-        "convert" => cmd_write::convert(inv, out),
+        "convert" => cmd_convert::convert(inv, out),
         "seal" => cmd_write::seal(inv, out),
         "verify" => cmd_verify::verify(inv, out),
         "stats" => cmd_read::stats(inv, out),

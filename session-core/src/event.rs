@@ -620,6 +620,12 @@ impl Event {
     /// their stored records listed the envelope keys in.
     #[must_use]
     pub fn in_append_order(&self) -> Event {
+        // A compact member's envelope is exactly `type, seq, time, data` in either of its
+        // orders: it is its own copy, and its `data` is not built (a member keeps a built
+        // `data`, so a pass over every event would hold every chunk's tree).
+        if let Repr::Member(..) = self.0 {
+            return self.clone();
+        }
         Event::from_parts(self.to_parts(), KeyOrder::APPEND)
     }
 

@@ -85,8 +85,8 @@ pub use coordinator::{
 pub use error::LegacyKind;
 pub use error::{Error, ErrorKind, FormatRefusal, Position, Result, ZstdStructureError, io_code};
 pub use jsonl::{
-    AutoSealOutcome, Compression, JSONL_BACKEND_NAME, JsonlBackend, JsonlConfig, SEAL_PAUSE_ENV,
-    SealPolicy, SealStep,
+    AutoSealOutcome, Compression, JSONL_BACKEND_NAME, JsonlBackend, JsonlConfig, LogStream,
+    SEAL_PAUSE_ENV, SealPolicy, SealStep,
 };
 pub use service::{
     DetailedInspection, Inspection, SessionPersistence, SessionSnapshot, StoredEvents,

@@ -128,8 +128,8 @@ fn large_sessions_stream_with_bounded_memory() {
     );
 }
 
-// `convert` holds one copy of the session at a time: the source's events are fingerprinted
-// and dropped before the copy is read back, and both logical texts are streamed, never held.
+// `convert` holds one copy of the session at a time: the copy is streamed back a batch at a
+// time against the source's events, and both logical texts are streamed, never held.
 #[test]
 fn convert_holds_one_copy_of_the_session_at_a_time() {
     let root = Temp::new("large-convert");

@@ -25,7 +25,7 @@ fn corpus_logs() -> Vec<PathBuf> {
 }
 
 /// The events a `SQLite` database holds for `id`, as JSON lines.
-fn database_lines(db: &Path, id: &str) -> Vec<String> {
+pub(crate) fn database_lines(db: &Path, id: &str) -> Vec<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -48,7 +48,7 @@ fn sqlite(db: &Path) -> String {
 }
 
 /// A private directory for databases (the backend refuses group/world-writable parents).
-fn private_dir(tag: &str) -> Temp {
+pub(crate) fn private_dir(tag: &str) -> Temp {
     let dir = Temp::new(tag);
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     dir

@@ -1,5 +1,6 @@
 //! The integration tests of `session-core`, in one binary (one link instead of one per file).
 
+mod append_order;
 mod corpus;
 mod serde_value;
 mod vocab_corpus;

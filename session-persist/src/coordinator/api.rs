@@ -668,6 +668,13 @@ impl Persistence {
         self.inner.core().states.len()
     }
 
+    /// Drops the ready preparation of `id` that a read ([`Persistence::inspect`]) keeps for
+    /// reuse, if there is one (a loading, committing or reserved one stays); returns whether
+    /// one was dropped. A caller that reads a session once frees its derived state this way.
+    pub fn discard_prepared(&self, id: &str) -> bool {
+        self.inner.pool.take_ready(id).is_some()
+    }
+
     /// How many preparations the pool holds (loading, ready, committing or reserved).
     pub fn cached_preparations(&self) -> usize {
         self.inner.pool.len()

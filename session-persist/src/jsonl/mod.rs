@@ -76,6 +76,7 @@ mod read;
 mod repair;
 mod scanner;
 mod seal;
+mod stream;
 mod write;
 
 use std::collections::HashSet;
@@ -95,6 +96,7 @@ pub use frames::{
 };
 pub use header_line::to_header_line;
 pub use seal::SealReport;
+pub use stream::LogStream;
 
 use self::fs::{DirEntry, Fs, RealFs};
 use self::header_line::{ParsedHeader, parse_lenient};

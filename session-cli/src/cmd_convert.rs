@@ -1,0 +1,526 @@
+//! `convert`: copies a session into another store or encoding, in the batches a live loop
+//! writes, and verifies the copy by reading it back.
+
+use std::path::{Path, PathBuf};
+
+use session_core::json::Value;
+use session_core::{Event, Events, SessionHeader};
+use session_persist::{Compression, LogStream};
+
+use crate::args::Invocation;
+use crate::args::{Database, StoreSpec, parse_store_spec};
+use crate::cmd_read::open_target;
+use crate::cmd_write::{live_batches, schema};
+use crate::error::{Error, Location, Result};
+use crate::json::{num, obj, opt_str};
+use crate::output::{Out, bytes, plural};
+use crate::progress::with_spinner;
+use crate::store::{Store, StoreAt, detect_root_compression, find_files};
+
+fn parse_to(text: &str) -> Result<Compression> {
+    match text {
+        "zstd" => Ok(Compression::Zstd),
+        "none" => Ok(Compression::None),
+        other => Err(Error::usage(format!(
+            "--to expects zstd or none, got \"{other}\""
+        ))),
+    }
+}
+
+/// Whether the file at `path` is a `SQLite` database (by its 16-byte header).
+fn is_sqlite_file(path: &Path) -> bool {
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok()
+        && &head == b"SQLite format 3\0"
+}
+
+/// The store `convert` writes to: DEST as a store spec (`sqlite:PATH`, `jsonl:DIR`), an
+/// existing `SQLite` database file, or a JSONL root directory.
+fn convert_dest(text: &str, source: &StoreAt, to: Option<Compression>) -> Result<StoreAt> {
+    let spec = match parse_store_spec("DEST", text) {
+        Some(spec) => spec?,
+        None if Path::new(text).is_file() && is_sqlite_file(Path::new(text)) => {
+            StoreSpec::Database(Database::Sqlite(PathBuf::from(text)))
+        }
+        None => StoreSpec::Jsonl(PathBuf::from(text)),
+    };
+    let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
+    match spec {
+        StoreSpec::Database(_) if to.is_some() => Err(Error::usage(
+            "--to chooses the encoding of a JSONL DEST; a database DEST takes none",
+        )),
+        StoreSpec::Database(Database::Sqlite(path)) => Ok(StoreAt::Sqlite {
+            path: absolute(path),
+        }),
+        StoreSpec::Database(Database::Postgres(url)) => Ok(StoreAt::Postgres {
+            url,
+            take_over: false,
+        }),
+        StoreSpec::Jsonl(root) => {
+            let root = absolute(root);
+            // The root, or the first existing directory on its way, must be a directory:
+            // name the file in the way rather than report ENOTDIR from deep inside a write.
+            if let Some(blocker) = root.ancestors().find(|p| p.exists())
+                && !blocker.is_dir()
+            {
+                return Err(Error::failed_at(
+                    format!(
+                        "DEST {} is not a directory: {} is a file",
+                        root.display(),
+                        blocker.display()
+                    ),
+                    Some(
+                        "DEST is a JSONL root directory (created when missing), jsonl:DIR, \
+                         sqlite:PATH (a database file) or postgres://…"
+                            .into(),
+                    ),
+                    Location {
+                        file: Some(blocker.to_path_buf()),
+                        ..Location::default()
+                    },
+                ));
+            }
+            let compression = to.unwrap_or_else(|| match source.compression() {
+                Some(c) => c.opposite(),
+                None => detect_root_compression(&root),
+            });
+            Ok(StoreAt::Jsonl { root, compression })
+        }
+    }
+}
+
+/// The header compared across stores: a JSONL log always records a `delegationDepth` (0
+/// when absent), a database keeps its absence.
+fn comparable_header(meta: &SessionHeader) -> SessionHeader {
+    let mut meta = meta.clone();
+    meta.delegation_depth.get_or_insert(0);
+    meta
+}
+
+/// A 128-bit fingerprint of a byte stream (two salted `SipHash` passes), fed in pieces: how
+/// `convert` compares texts and events without holding both sides.
+struct Fingerprint(std::hash::DefaultHasher, std::hash::DefaultHasher);
+
+impl Fingerprint {
+    fn new() -> Fingerprint {
+        use std::hash::Hasher as _;
+        let mut a = std::hash::DefaultHasher::new();
+        let mut b = std::hash::DefaultHasher::new();
+        a.write_u8(0);
+        b.write_u8(1);
+        Fingerprint(a, b)
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        use std::hash::Hasher as _;
+        self.0.write(bytes);
+        self.1.write(bytes);
+    }
+
+    fn finish(&self) -> (u64, u64) {
+        use std::hash::Hasher as _;
+        (self.0.finish(), self.1.finish())
+    }
+}
+
+/// The fingerprint of `bytes`.
+fn fingerprint(bytes: &[u8]) -> (u64, u64) {
+    let mut f = Fingerprint::new();
+    f.update(bytes);
+    f.finish()
+}
+
+/// The fingerprint of a JSONL log's logical text, read as a stream (a `.zstd` file decoded
+/// as it is read); `None` when it cannot be read.
+fn log_text_print(path: &Path) -> Option<(u64, u64)> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut reader: Box<dyn std::io::Read> = if path.extension().is_some_and(|e| e == "zstd") {
+        Box::new(zstd::stream::read::Decoder::new(file).ok()?)
+    } else {
+        Box::new(file)
+    };
+    let mut f = Fingerprint::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                f.update(&buf[..n]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(f.finish())
+}
+
+/// A source event as `convert` compares its copy with it: the fingerprint of its JSON, and
+/// when a database is on either side, of its JSON in the live-append key order.
+#[derive(Clone, Copy)]
+struct EventPrint {
+    json: (u64, u64),
+    append: Option<(u64, u64)>,
+}
+
+impl EventPrint {
+    fn of(event: &Event, fixed_order: bool) -> EventPrint {
+        EventPrint {
+            json: fingerprint(event.to_json().as_bytes()),
+            append: fixed_order.then(|| fingerprint(event.in_append_order().to_json().as_bytes())),
+        }
+    }
+}
+
+/// How many events `convert` reads back at a time from a JSONL copy.
+const READ_BACK_EVENTS: usize = 4096;
+
+/// The source events a copy is compared with: held, or as fingerprints.
+enum Expected {
+    /// The events, and whether a database is on either side (see [`EventPrint`]).
+    Events(Events, bool),
+    /// Their fingerprints.
+    Prints(Vec<EventPrint>),
+}
+
+impl Expected {
+    fn len(&self) -> usize {
+        match self {
+            Expected::Events(events, _) => events.len(),
+            Expected::Prints(prints) => prints.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<EventPrint> {
+        match self {
+            Expected::Events(events, fixed_order) => {
+                events.get(i).map(|e| EventPrint::of(e, *fixed_order))
+            }
+            Expected::Prints(prints) => prints.get(i).copied(),
+        }
+    }
+}
+
+/// A copy's header and events, fed in order, compared with the source's: whether the copy
+/// verifies (each event's JSON, or its live-append-order JSON when a database is on either
+/// side, is the source's) and whether every event's JSON is identical.
+struct CopyCheck<'a> {
+    expected: &'a Expected,
+    header: &'a SessionHeader,
+    read: usize,
+    header_same: bool,
+    verified: bool,
+    identical: bool,
+}
+
+impl<'a> CopyCheck<'a> {
+    fn new(expected: &'a Expected, header: &'a SessionHeader) -> CopyCheck<'a> {
+        CopyCheck {
+            expected,
+            header,
+            read: 0,
+            header_same: false,
+            verified: true,
+            identical: true,
+        }
+    }
+
+    fn header(&mut self, copy: &SessionHeader) {
+        self.header_same = comparable_header(copy) == *self.header;
+    }
+
+    fn feed(&mut self, events: &[Event]) {
+        for event in events {
+            let Some(source) = self.expected.get(self.read) else {
+                self.verified = false;
+                self.identical = false;
+                return;
+            };
+            self.read += 1;
+            let json = fingerprint(event.to_json().as_bytes());
+            self.identical &= json == source.json;
+            self.verified &= json == source.json
+                || source.append.is_some_and(|p| {
+                    p == fingerprint(event.in_append_order().to_json().as_bytes())
+                });
+        }
+    }
+
+    /// `(verified, identical)`.
+    fn finish(&self) -> (bool, bool) {
+        let same_length = self.read == self.expected.len();
+        (
+            self.verified && self.header_same && same_length,
+            self.identical && same_length,
+        )
+    }
+}
+
+/// What a session occupies in a store: its log file, or its rows.
+fn stored_bytes(store: &Store, id: &str, file: Option<&Path>) -> u64 {
+    if let Some(sqlite) = store.sqlite() {
+        return store
+            .block_on(sqlite.row_stats(id))
+            .ok()
+            .flatten()
+            .map_or(0, |r| r.data_bytes + r.column_bytes);
+    }
+    file.and_then(|f| std::fs::metadata(f).ok())
+        .map_or(0, |m| m.len())
+}
+
+/// `convert`.
+pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
+    let to = inv.value("--to").map(parse_to).transpose()?;
+    let (target, store) = open_target(inv, inv.operand(0), true)?;
+    let dest_at = convert_dest(inv.operand(1), &target.at, to)?;
+    // A file read in place has no store of its own (its directory is not a root).
+    if !target.outside && target.at.same_place(&dest_at) {
+        if let StoreAt::Sqlite { .. } | StoreAt::Postgres { .. } = dest_at {
+            return Err(Error::usage(
+                "DEST is the session's own database; pass another store",
+            ));
+        }
+        if target.at.compression() == dest_at.compression() {
+            return Err(Error::usage(
+                "DEST is the session's own store with the same encoding; pass another store or --to",
+            ));
+        }
+        return Err(Error::failed(
+            "a root holds one encoding; convert into another root".to_owned(),
+            Some("pass a DEST directory other than the session's root".into()),
+        ));
+    }
+    // Validate the whole log (the reference's read path) and take the stored events from the
+    // same read: the inspection's events before the closers it adds in memory. The derived
+    // state the read built is dropped at once; only the events are kept.
+    let id = target.id.clone();
+    let detailed = with_spinner(format!("reading {id}"), || {
+        store.block_on(store.persistence.inspect_detailed(&id, None))
+    })
+    .map_err(|e| store.err(e, target.file.as_deref()))?;
+    store.persistence.discard_prepared(&id);
+    let session_persist::DetailedInspection {
+        inspection,
+        stored,
+        torn,
+        surface,
+        messages,
+        transcript,
+    } = detailed;
+    drop((surface, messages, transcript));
+    let meta = inspection.meta;
+    let events = inspection.events.prefix(stored);
+    drop(inspection.events);
+    let source_file = target.file.clone().or_else(|| store.log_file(&meta));
+    let source_location = || Location {
+        file: source_file.clone(),
+        ..Location::default()
+    };
+    if torn.is_some() {
+        return Err(Error::failed_at(
+            format!(
+                "session \"{id}\" has a torn tail; convert copies events unchanged and will not drop it"
+            ),
+            Some(match (&source_file, target.outside) {
+                // `repair` writes, and refuses a file outside a store layout.
+                (Some(file), true) => format!(
+                    "`sessionctl repair {} --dry-run` shows what repair cuts; repair refuses a file outside a store layout, so copy it to <root>/<project>/{id}/ first and repair it there",
+                    file.display()
+                ),
+                _ => format!(
+                    "run `sessionctl {} repair {id}` first (or `sessionctl {} inspect {id}` to see what it cuts)",
+                    target.at.option(),
+                    target.at.option()
+                ),
+            }),
+            source_location(),
+        ));
+    }
+    if events.is_empty() {
+        return Err(Error::failed_at(
+            format!("session \"{id}\" has no events; a log is only written with its first batch"),
+            None,
+            source_location(),
+        ));
+    }
+    let exists = |file: Option<PathBuf>| {
+        Error::failed_at(
+            format!("session \"{id}\" already exists in {}", dest_at.spec()),
+            Some("choose another DEST, or remove that session first".into()),
+            Location {
+                file: file.or_else(|| dest_at.path().map(Path::to_path_buf)),
+                ..Location::default()
+            },
+        )
+    };
+    match &dest_at {
+        StoreAt::Jsonl { root, .. } => {
+            if let Some((file, _)) = find_files(root, &id).first() {
+                return Err(exists(Some(file.clone())));
+            }
+        }
+        StoreAt::Postgres { .. } => {
+            let probe = Store::open(&dest_at)?;
+            let found = probe.lookup(&id)?;
+            probe.close()?;
+            if found.is_some() {
+                return Err(exists(None));
+            }
+        }
+        StoreAt::Sqlite { path } => {
+            if path.exists() {
+                let probe = Store::open(&dest_at)?;
+                let found = probe.lookup(&id)?;
+                probe.close()?;
+                if found.is_some() {
+                    return Err(exists(None));
+                }
+            }
+        }
+    }
+    let dest = Store::open(&dest_at)?;
+    let event_count = events.len() as u64;
+    let mut batch_count = 0u64;
+    with_spinner(format!("writing {id} into {}", dest_at.spec()), || {
+        for batch in live_batches(&events) {
+            dest.block_on(dest.backend.append_batch(&meta, &batch, batch_count > 0))
+                .map_err(|e| dest.err(e, None))?;
+            batch_count += 1;
+        }
+        Ok::<(), Error>(())
+    })?;
+    let dest_file = dest.log_file(&meta);
+    // SQLite rows give events back in the live-append key order.
+    let fixed_order = store.sqlite().is_some() || dest.sqlite().is_some();
+    dest.close()?;
+    let header = comparable_header(&meta);
+    // Verify: a fresh backend reads back the same header and events.
+    let check = Store::open(&dest_at)?;
+    let stream_back = check.jsonl().is_some() && dest_file.is_some();
+    let expected = if stream_back {
+        // The copy is streamed back and compared with the source's events as it is read.
+        Expected::Events(events, fixed_order)
+    } else {
+        // A database copy is read back whole, so the source is compared through fingerprints
+        // and its events are dropped first: one session's events are held at a time.
+        let prints = events
+            .iter()
+            .map(|e| EventPrint::of(e, fixed_order))
+            .collect();
+        drop(events);
+        Expected::Prints(prints)
+    };
+    let (verified, events_identical) =
+        with_spinner(format!("reading the copy of {id} back"), || {
+            let mut copy = CopyCheck::new(&expected, &header);
+            match (check.jsonl(), dest_file.as_deref()) {
+                // A JSONL copy is streamed back a batch at a time, never held whole.
+                (Some(_), Some(file)) => {
+                    let located = |e| check.err(e, Some(file));
+                    let mut stream = LogStream::open(file).map_err(located)?;
+                    copy.header(stream.header());
+                    while let Some(batch) = stream.next_batch(READ_BACK_EVENTS).map_err(located)? {
+                        copy.feed(&batch);
+                    }
+                }
+                _ => match check
+                    .block_on(check.backend.load_stored(&id))
+                    .map_err(|e| check.err(e, dest_file.as_deref()))?
+                {
+                    Some(r) if r.torn.is_none() => {
+                        copy.header(&r.meta);
+                        copy.feed(&r.events);
+                    }
+                    _ => return Ok((false, false)),
+                },
+            }
+            Ok::<_, Error>(copy.finish())
+        })?;
+    let databases = store.jsonl().is_none() || check.jsonl().is_none();
+    drop(expected);
+    if !verified {
+        return Err(Error::failed_at(
+            format!("the converted log of \"{id}\" does not read back identical"),
+            Some("the destination was left in place for examination".into()),
+            Location {
+                file: dest_file.or_else(|| dest_at.path().map(Path::to_path_buf)),
+                ..Location::default()
+            },
+        ));
+    }
+    let text_identical = if databases {
+        None
+    } else {
+        // Both logical texts are streamed, never held.
+        let source_text = source_file.as_deref().and_then(log_text_print);
+        Some(source_text.is_some() && source_text == dest_file.as_deref().and_then(log_text_print))
+    };
+    let from_bytes = stored_bytes(&store, &id, source_file.as_deref());
+    let to_bytes = stored_bytes(&check, &id, dest_file.as_deref());
+    if inv.global.json {
+        let side = |at: &StoreAt, file: &Option<PathBuf>, n: u64| {
+            obj([
+                (
+                    "file",
+                    opt_str(file.as_ref().map(|f| f.display().to_string())),
+                ),
+                ("compression", Value::from(at.encoding())),
+                ("store", Value::from(at.spec())),
+                ("bytes", num(n)),
+            ])
+        };
+        let doc = obj([
+            schema("convert"),
+            ("id", Value::from(id.as_str())),
+            ("from", side(&target.at, &source_file, from_bytes)),
+            ("to", side(&dest_at, &dest_file, to_bytes)),
+            ("events", num(event_count)),
+            ("batches", num(batch_count)),
+            ("verified", Value::from(true)),
+            ("eventsIdentical", Value::from(events_identical)),
+            (
+                "logicalTextIdentical",
+                text_identical.map_or(Value::Null, Value::from),
+            ),
+        ]);
+        out.line(&doc.to_json())?;
+    } else {
+        let s = out.style;
+        out.line(&s.green(&format!(
+            "converted {id}: {} in {}, {} → {}",
+            plural(event_count, "event"),
+            plural(batch_count, "batch"),
+            target.at.encoding(),
+            dest_at.encoding()
+        )))?;
+        let place = |at: &StoreAt, file: &Option<PathBuf>| {
+            file.as_ref()
+                .map_or_else(|| at.spec(), |f| f.display().to_string())
+        };
+        out.line(&format!(
+            "  from {} ({})",
+            place(&target.at, &source_file),
+            bytes(from_bytes)
+        ))?;
+        out.line(&format!(
+            "  to   {} ({})",
+            place(&dest_at, &dest_file),
+            bytes(to_bytes)
+        ))?;
+        let detail = match (text_identical, events_identical) {
+            (Some(true), _) => "logical text identical",
+            (Some(false), _) => "logical text re-encoded (chunk packing differs)",
+            (None, true) => "every event byte-identical",
+            (None, false) => {
+                "envelope keys of some events in the database's fixed order (content identical)"
+            }
+        };
+        out.line(&format!(
+            "  verified: header and events read back identical; {detail}"
+        ))?;
+    }
+    check.close()?;
+    store.close()
+}
