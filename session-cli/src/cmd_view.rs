@@ -1,5 +1,5 @@
 //! `view SESSION -o FILE.html`: one self-contained page of a session for sharing
-//! (`session_web::export_page`), secrets masked unless `--no-redact`.
+//! (`session_web::export_view`, written by `session_web::render_to`), secrets masked unless `--no-redact`.
 
 use std::path::PathBuf;
 
@@ -32,8 +32,8 @@ pub(crate) fn view(args: &ViewArgs, global: &Global, out: &mut Out) -> Result<()
         redact: args.redact.then(session_persist::redact::mask_secrets),
         ..session_web::ExportOptions::default()
     };
-    let page = store
-        .block_on(session_web::export_page(
+    let view = store
+        .block_on(session_web::export_view(
             &store.persistence,
             &target.id,
             &options,
@@ -54,12 +54,21 @@ pub(crate) fn view(args: &ViewArgs, global: &Global, out: &mut Out) -> Result<()
             },
         )
     };
-    std::fs::write(&tmp, page.as_bytes()).map_err(located)?;
+    // The page is written as it is built (`render_to`), never held whole.
+    let mut file = Counted {
+        inner: std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(located)?),
+        written: 0,
+    };
+    session_web::render_to(&view, &options.limits, &mut file).map_err(located)?;
+    drop(view);
+    file.inner
+        .into_inner()
+        .map_err(|e| located(e.into_error()))?;
     std::fs::rename(&tmp, output).map_err(located)?;
     out.line(&format!(
         "wrote {} ({}){}",
         output.display(),
-        bytes(page.len() as u64),
+        bytes(file.written),
         if args.redact {
             ""
         } else {
@@ -67,4 +76,22 @@ pub(crate) fn view(args: &ViewArgs, global: &Global, out: &mut Out) -> Result<()
         }
     ))?;
     store.close()
+}
+
+/// A writer that counts the bytes written through it.
+struct Counted<W> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }

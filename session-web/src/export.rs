@@ -3,6 +3,7 @@
 //! Content-Security-Policy with `default-src 'none'` forbids every network request.
 
 use std::collections::BTreeMap;
+use std::io::{self, Write};
 
 use base64::Engine as _;
 use session_core::json::Value;
@@ -77,6 +78,17 @@ pub async fn export_page(
     id: &str,
     options: &ExportOptions,
 ) -> Result<String> {
+    let view = export_view(persistence, id, options).await?;
+    Ok(render(&view, &options.limits))
+}
+
+/// Reads session `id` (inspect semantics: nothing is written), redacted as `options` asks:
+/// the view [`render_to`] writes the page of.
+pub async fn export_view(
+    persistence: &Persistence,
+    id: &str,
+    options: &ExportOptions,
+) -> Result<SessionView> {
     let mut detailed = persistence
         .inspect_detailed(id, None)
         .await
@@ -87,12 +99,34 @@ pub async fn export_page(
             .inspection
             .events
             .iter()
-            .map(|e| redact(e))
+            .map(|e| redact_event(redact, e))
             .collect();
         detailed.inspection.events = Events::from_vec(events);
     }
-    let view = SessionView::build(detailed, &headers);
-    Ok(render(&view, &options.limits))
+    Ok(SessionView::build(detailed, &headers))
+}
+
+/// `redact(e)`, without keeping a built `data` tree on a compact chunk member: a member keeps
+/// the tree it is asked for, so redacting every chunk in place would hold one tree per chunk
+/// (most of a large session). A chunk is redacted as a detached copy instead, and the member is
+/// kept when the redactor returned that copy unchanged.
+fn redact_event(redact: &Redactor, e: &Event) -> Event {
+    if e.event_type() != "assistant/chunk" {
+        return redact(e);
+    }
+    let copy = detached(e);
+    let redacted = redact(&copy);
+    if redacted.ptr_eq(&copy) {
+        e.clone()
+    } else {
+        redacted
+    }
+}
+
+/// A copy of a chunk event that shares nothing with it (parsed from its JSON line, which a
+/// compact member writes without building its `data`), dropped after use.
+fn detached(e: &Event) -> Event {
+    Event::parse(&e.to_json()).unwrap_or_else(|_| e.clone())
 }
 
 /// One embedded record per event, a run of chunks summarised as one.
@@ -116,7 +150,7 @@ fn event_records(events: &Events, limits: &ExportLimits) -> (Vec<Value>, bool) {
             return (out, true);
         }
         if e.event_type() == "assistant/chunk" {
-            let text = e
+            let text = detached(e)
                 .data()
                 .get("chunk")
                 .and_then(|c| c.get("text").or_else(|| c.get("delta")))
@@ -220,19 +254,143 @@ pub fn bundle(view: &SessionView, limits: &ExportLimits) -> Value {
 
 /// The page of `view`: CSP, inline style, the bundle, the script.
 pub fn render(view: &SessionView, limits: &ExportLimits) -> String {
-    // `<` never appears outside a JSON string, and `\u003c` means `<` inside one, so the
-    // bundle cannot close its script element.
-    let data = bundle(view, limits).to_json().replace('<', "\\u003c");
+    let mut page = Vec::new();
+    render_to(view, limits, &mut page).expect("writing to a Vec cannot fail");
+    String::from_utf8(page).expect("the page is UTF-8")
+}
+
+/// Writes the page of `view` (the bytes of [`render`]) to `out` as it is built: the bundle is
+/// written member by member, so no copy of the whole page is held.
+///
+/// # Errors
+///
+/// The first error of `out`.
+pub fn render_to(view: &SessionView, limits: &ExportLimits, out: &mut dyn Write) -> io::Result<()> {
     let script = APP_JS;
     let head = format!(
         "<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\n<style>{}</style>",
         export_csp(script),
         APP_CSS
     );
-    let body_end = format!(
-        "<script type=\"application/json\" id=\"bundle\">{data}</script>\n<script>{script}</script>"
-    );
-    INDEX_HTML
-        .replace("{{HEAD}}", &head)
-        .replace("{{BODY_END}}", &body_end)
+    let template = INDEX_HTML.replace("{{HEAD}}", &head);
+    let bundle = bundle(view, limits);
+    let mut parts = template.split("{{BODY_END}}");
+    if let Some(first) = parts.next() {
+        out.write_all(first.as_bytes())?;
+    }
+    for part in parts {
+        out.write_all(b"<script type=\"application/json\" id=\"bundle\">")?;
+        write_bundle_json(&bundle, 0, out)?;
+        out.write_all(b"</script>\n<script>")?;
+        out.write_all(script.as_bytes())?;
+        out.write_all(b"</script>")?;
+        out.write_all(part.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Writes `v.to_json()` with every `<` as `\u003c` (`<` never appears outside a JSON string,
+/// and `\u003c` means `<` inside one, so the bundle cannot close its script element). The
+/// bundle and its members are written a member at a time; deeper values are serialized whole
+/// (each one is bounded by [`ExportLimits`]).
+fn write_bundle_json(v: &Value, depth: usize, out: &mut dyn Write) -> io::Result<()> {
+    let escaped = |text: &str, out: &mut dyn Write| -> io::Result<()> {
+        let mut pieces = text.split('<');
+        if let Some(first) = pieces.next() {
+            out.write_all(first.as_bytes())?;
+        }
+        for piece in pieces {
+            out.write_all(b"\\u003c")?;
+            out.write_all(piece.as_bytes())?;
+        }
+        Ok(())
+    };
+    match v {
+        Value::Object(o) if depth < 2 => {
+            out.write_all(b"{")?;
+            for (i, (k, member)) in o.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",")?;
+                }
+                escaped(&Value::from(k).to_json(), out)?;
+                out.write_all(b":")?;
+                write_bundle_json(member, depth + 1, out)?;
+            }
+            out.write_all(b"}")
+        }
+        Value::Array(items) if depth < 2 => {
+            out.write_all(b"[")?;
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",")?;
+                }
+                write_bundle_json(item, depth + 1, out)?;
+            }
+            out.write_all(b"]")
+        }
+        _ => escaped(&v.to_json(), out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(seq: u64, delta: &str) -> Event {
+        let data = obj([(
+            "chunk",
+            obj([
+                ("type", Value::from("text-delta")),
+                ("delta", Value::from(delta)),
+            ]),
+        )]);
+        Event::appended("assistant/chunk", seq, 0, data, None, None)
+    }
+
+    #[test]
+    fn chunks_are_redacted_as_copies_and_summarised_with_their_masked_length() {
+        let redact = mask_secrets();
+        let plain = chunk(0, "hello ");
+        let secret = chunk(1, "sk-abcdefghijklmnopqrstuvwxyz");
+        let kept = redact_event(&redact, &plain);
+        assert!(kept.ptr_eq(&plain), "an unchanged chunk is kept as it was");
+        let masked = redact_event(&redact, &secret);
+        let delta = |e: &Event| {
+            e.data()
+                .get("chunk")
+                .and_then(|c| c.get("delta"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let masked_delta = delta(&masked).unwrap();
+        assert!(!masked_delta.contains("abcdefghijklmnop"), "{masked_delta}");
+        assert_eq!(masked.to_json(), redact(&secret).to_json());
+        let events = Events::from_vec(vec![kept, masked]);
+        let (records, truncated) = event_records(&events, &ExportLimits::default());
+        assert!(!truncated);
+        assert_eq!(records.len(), 1);
+        assert_eq!(
+            records[0].get("textBytes").and_then(Value::as_u64),
+            Some(("hello ".len() + masked_delta.len()) as u64)
+        );
+    }
+
+    #[test]
+    fn the_bundle_is_written_as_its_json_with_lt_escaped() {
+        let v = obj([
+            (
+                "a",
+                Value::array([Value::from("<x>"), obj([("k<", num(1))])]),
+            ),
+            ("b", obj([("c", Value::array([Value::from("</script>")]))])),
+            ("d", Value::object(Vec::<(String, Value)>::new())),
+            ("e", Value::array(Vec::<Value>::new())),
+        ]);
+        let mut out = Vec::new();
+        write_bundle_json(&v, 0, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            v.to_json().replace('<', "\\u003c")
+        );
+    }
 }

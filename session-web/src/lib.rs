@@ -40,7 +40,9 @@ mod view;
 pub use api::{MAX_EVENTS_PAGE, MAX_TIMELINE_PAGE, SERVED_CSP, WebState, router, serve};
 pub use assets::{APP_CSS, APP_JS};
 pub use error::{Error, ErrorKind, Result};
-pub use export::{ExportLimits, ExportOptions, bundle, export_csp, export_page, render};
+pub use export::{
+    ExportLimits, ExportOptions, bundle, export_csp, export_page, export_view, render, render_to,
+};
 pub use list::{ListRow, list_rows};
 pub use tally::{TypeTally, counts};
 pub use view::{
