@@ -95,13 +95,26 @@ pub async fn export_view(
         .map_err(|e| Error::storage(format!("reading session \"{id}\""), e))?;
     let headers: Vec<SessionHeader> = persistence.list(None).await.unwrap_or_default();
     if let Some(redact) = &options.redact {
-        let events: Vec<Event> = detailed
-            .inspection
-            .events
-            .iter()
-            .map(|e| redact_event(redact, e))
-            .collect();
-        detailed.inspection.events = Events::from_vec(events);
+        // The events are copied only from the first one the redactor changed: a session with
+        // nothing to mask keeps its log as read instead of a second list of every event.
+        let events = &detailed.inspection.events;
+        let mut changed: Option<Vec<Event>> = None;
+        for (i, e) in events.iter().enumerate() {
+            let r = redact_event(redact, e);
+            match &mut changed {
+                Some(list) => list.push(r),
+                None if !r.ptr_eq(e) => {
+                    let mut list = Vec::with_capacity(events.len());
+                    list.extend(events.iter().take(i).cloned());
+                    list.push(r);
+                    changed = Some(list);
+                }
+                None => {}
+            }
+        }
+        if let Some(list) = changed {
+            detailed.inspection.events = Events::from_vec(list);
+        }
     }
     Ok(SessionView::build(detailed, &headers))
 }
