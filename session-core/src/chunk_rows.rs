@@ -36,7 +36,7 @@
 //! # Ok::<(), session_core::Error>(())
 //! ```
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use crate::event::compact::{DeltaKind, DeltaMeta, EventSink};
@@ -230,11 +230,11 @@ impl PackedRow {
     pub fn write_json(&self, out: &mut String) {
         out.push_str("{\"type\":\"");
         out.push_str(self.tag.as_str());
-        let _ = write!(
-            out,
-            "\",\"seq0\":{},\"time0\":{},\"data\":",
-            self.seq0, self.time0
-        );
+        out.push_str("\",\"seq0\":");
+        crate::json::write_int(self.seq0, out);
+        out.push_str(",\"time0\":");
+        crate::json::write_int(self.time0, out);
+        out.push_str(",\"data\":");
         self.data.write_json(out);
         out.push('}');
     }

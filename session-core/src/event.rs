@@ -516,13 +516,12 @@ impl SeqRuns {
     }
 
     fn write_json(&self, out: &mut String) {
-        use std::fmt::Write as _;
         out.push('[');
         for (i, n) in self.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            let _ = write!(out, "{n}");
+            crate::json::write_int(n, out);
         }
         out.push(']');
     }
@@ -864,7 +863,6 @@ impl Event {
     /// Appends the compact JSON line (without newline) to `out`, byte-identical to what the
     /// reference writes for this event.
     pub fn write_json(&self, out: &mut String) {
-        use std::fmt::Write as _;
         let e = match &self.0 {
             Repr::Single(e) => e,
             Repr::Member(b, k) => {
@@ -888,11 +886,13 @@ impl Event {
                 }
                 EnvKey::Seq => {
                     out.push_str(sep);
-                    let _ = write!(out, "\"seq\":{}", e.seq);
+                    out.push_str("\"seq\":");
+                    crate::json::write_int(e.seq, out);
                 }
                 EnvKey::Time => {
                     out.push_str(sep);
-                    let _ = write!(out, "\"time\":{}", e.time);
+                    out.push_str("\"time\":");
+                    crate::json::write_int(e.time, out);
                 }
                 EnvKey::Data => {
                     out.push_str(sep);

@@ -8,7 +8,6 @@
 //! [`Event`](super::Event) handle names a block and a member. The member's `data` tree is only
 //! built when somebody asks for it, and then kept; serializing never needs it.
 
-use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
 use super::{Event, EventParts, KeyOrder, chunk_event_type};
@@ -240,12 +239,11 @@ impl ChunkBlock {
 
     /// Appends the member's JSON line (envelope order `type, seq, time, data`).
     pub(crate) fn write_json(&self, k: u32, out: &mut String) {
-        let _ = write!(
-            out,
-            "{{\"type\":\"assistant/chunk\",\"seq\":{},\"time\":{},\"data\":",
-            self.seq(k),
-            self.time(k)
-        );
+        out.push_str("{\"type\":\"assistant/chunk\",\"seq\":");
+        crate::json::write_int(self.seq(k), out);
+        out.push_str(",\"time\":");
+        crate::json::write_int(self.time(k), out);
+        out.push_str(",\"data\":");
         self.write_data(k, out);
         out.push('}');
     }

@@ -20,6 +20,7 @@ mod write;
 
 use std::sync::{Arc, OnceLock};
 
+pub(crate) use number::write_int;
 pub use number::{MAX_SAFE_INTEGER, Number, write_js_number};
 pub use parse::{MAX_DEPTH, ParseError, ParseErrorKind, parse};
 pub(crate) use parse::{string_at, value_at};

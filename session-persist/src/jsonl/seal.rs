@@ -268,19 +268,21 @@ impl Inner {
             });
         }
         pause_point(SealStep::TempCreated);
-        let mut written = header_frame.len() as u64;
-        write_all(file.as_mut(), header_frame).map_err(|e| Error::io("write", tmp, e))?;
-        for (i, batch) in batches.iter().enumerate() {
-            let frame = self.encode_batch(&original.events[batch.clone()])?;
-            write_all(file.as_mut(), &frame).map_err(|e| Error::io("write", tmp, e))?;
-            written += frame.len() as u64;
-            if i == batches.len() / 2 {
-                pause_point(SealStep::HalfWritten);
-            }
-        }
+        // The digest of the original events is computed on its own thread while the turns are
+        // encoded and written: both only read the events, and each was about a third of the
+        // seal's CPU time when they ran one after the other.
+        let (written, expected) = std::thread::scope(|scope| {
+            let digest =
+                scope.spawn(|| Digest::of(&original.header.value.to_json(), &original.events));
+            let written = self.write_batches(file.as_mut(), tmp, header_frame, batches, &original);
+            let expected = digest
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (written, expected)
+        });
+        let written = written?;
         file.sync().map_err(|e| Error::io("fsync", tmp, e))?;
         pause_point(SealStep::Synced);
-        let expected = Digest::of(&original.header.value.to_json(), &original.events);
         drop(original);
         verify_same(self.fs.as_ref(), id, tmp, &expected)?;
         pause_point(SealStep::Verified);
@@ -288,6 +290,31 @@ impl Inner {
             .rename(tmp, path)
             .map_err(|e| Error::io("rename", tmp, e))?;
         drop(file);
+        Ok(written)
+    }
+}
+
+impl Inner {
+    /// Writes the header frame and one frame per batch of `original`'s events to `file`, one
+    /// batch encoded at a time. Returns the bytes written.
+    fn write_batches(
+        &self,
+        file: &mut dyn FsFile,
+        tmp: &Path,
+        header_frame: &[u8],
+        batches: &[Range<usize>],
+        original: &Prefix,
+    ) -> Result<u64> {
+        let mut written = header_frame.len() as u64;
+        write_all(file, header_frame).map_err(|e| Error::io("write", tmp, e))?;
+        for (i, batch) in batches.iter().enumerate() {
+            let frame = self.encode_batch(&original.events[batch.clone()])?;
+            write_all(file, &frame).map_err(|e| Error::io("write", tmp, e))?;
+            written += frame.len() as u64;
+            if i == batches.len() / 2 {
+                pause_point(SealStep::HalfWritten);
+            }
+        }
         Ok(written)
     }
 }
