@@ -14,12 +14,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::common::stores::{Schema, with_pg};
 use crate::common::{BIN, Temp, corpus, place, run, run_in};
 use serde_json::Value;
-use session_persist_postgres::tokio_postgres::{self, NoTls};
 
 /// A crash variant whose log ends after a model's tool-call message: `load` would append
 /// closers, `inspect` only shows them.
@@ -161,33 +160,6 @@ fn stage(root: &Path) -> String {
     rel.split('/').nth(1).unwrap().to_owned()
 }
 
-fn pg_url() -> String {
-    std::env::var("SESSION_PG_CLI_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-/// Runs `f` with a connected client; `Err` when the server cannot be reached.
-fn with_pg<T>(
-    f: impl AsyncFnOnce(&tokio_postgres::Client) -> Result<T, tokio_postgres::Error>,
-) -> Result<T, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        let config: tokio_postgres::Config = pg_url().parse().map_err(|e| format!("{e}"))?;
-        let (client, connection) =
-            tokio::time::timeout(Duration::from_secs(3), config.connect(NoTls))
-                .await
-                .map_err(|_| "connect timed out".to_owned())?
-                .map_err(|e| format!("{e}"))?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        f(&client).await.map_err(|e| format!("{e}"))
-    })
-}
-
 /// Every table of `schema` with its row count and a digest of its rows.
 fn pg_rows(schema: &str) -> Vec<(String, i64, Option<String>)> {
     let schema = schema.to_owned();
@@ -216,39 +188,6 @@ fn pg_rows(schema: &str) -> Vec<(String, i64, Option<String>)> {
     .unwrap()
 }
 
-/// A schema of its own; `None` after the loud skip line when the server is not reachable.
-fn pg_schema(test: &str) -> Option<(String, String)> {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let name = format!(
-        "sessionweb_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
-    let sql = format!("CREATE SCHEMA {name}");
-    match with_pg(async move |c| c.batch_execute(&sql).await) {
-        Ok(()) => {
-            let url = pg_url();
-            let sep = if url.contains('?') { '&' } else { '?' };
-            Some((
-                name.clone(),
-                format!("{url}{sep}options=-csearch_path%3D{name}"),
-            ))
-        }
-        Err(cause) => {
-            conformance::skip::service_missing(
-                "SESSION_PG_REQUIRED",
-                format_args!("PostgreSQL not reachable ({cause}) [{test}]"),
-            );
-            None
-        }
-    }
-}
-
-fn drop_schema(name: &str) {
-    let sql = format!("DROP SCHEMA IF EXISTS {name} CASCADE");
-    let _ = with_pg(async move |c| c.batch_execute(&sql).await);
-}
-
 /// Serving (and exporting) reads only: over a JSONL root, a `SQLite` database and a
 /// `PostgreSQL` schema, reading every endpoint of every session leaves every file byte and
 /// every row as it was; the crashed session's closers are shown as pending, not written.
@@ -262,21 +201,21 @@ fn serving_every_store_changes_no_file_and_no_row() {
     for id in ["demo", "demo-crashed", "demo-fork", crashed.as_str()] {
         run(&["--root", r, "convert", id, &db_spec]).ok();
     }
-    let pg = pg_schema("serving_every_store_changes_no_file_and_no_row");
-    if let Some((_, spec)) = &pg {
+    let pg = Schema::create("serving_every_store_changes_no_file_and_no_row");
+    if let Some(schema) = &pg {
         for id in ["demo", "demo-crashed", "demo-fork", crashed.as_str()] {
-            run(&["--root", r, "convert", id, spec]).ok();
+            run(&["--root", r, "convert", id, &schema.store()]).ok();
         }
     }
     let before_files = files(root.path());
-    let before_rows = pg.as_ref().map(|(name, _)| pg_rows(name));
+    let before_rows = pg.as_ref().map(|schema| pg_rows(&schema.0));
 
     let mut stores = vec![
         vec!["--root".to_owned(), r.to_owned()],
         vec!["--store".to_owned(), db_spec.clone()],
     ];
-    if let Some((_, spec)) = &pg {
-        stores.push(vec!["--store".to_owned(), spec.clone()]);
+    if let Some(schema) = &pg {
+        stores.push(vec!["--store".to_owned(), schema.store()]);
     }
     let html = Temp::new("web-ro-out");
     for store in &stores {
@@ -306,9 +245,12 @@ fn serving_every_store_changes_no_file_and_no_row() {
         before_files == files(root.path()),
         "serving or exporting changed a file of the JSONL root or the SQLite database"
     );
-    if let Some((name, _)) = &pg {
-        assert_eq!(Some(pg_rows(name)), before_rows, "serving changed a row");
-        drop_schema(name);
+    if let Some(schema) = &pg {
+        assert_eq!(
+            Some(pg_rows(&schema.0)),
+            before_rows,
+            "serving changed a row"
+        );
     }
 }
 

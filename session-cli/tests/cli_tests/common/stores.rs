@@ -16,10 +16,11 @@ pub fn server_url() -> String {
     std::env::var("SESSION_PG_CLI_URL").unwrap_or_else(|_| DEFAULT_CLI_URL.to_owned())
 }
 
-/// Runs one SQL statement batch on the server; `Err` when it cannot be reached.
-pub fn execute(sql: &str) -> Result<(), String> {
+/// Runs `f` with a client connected to the server; `Err` when it cannot be reached.
+pub fn with_pg<T>(
+    f: impl AsyncFnOnce(&tokio_postgres::Client) -> Result<T, tokio_postgres::Error>,
+) -> Result<T, String> {
     let url = server_url();
-    let sql = sql.to_owned();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -34,26 +35,18 @@ pub fn execute(sql: &str) -> Result<(), String> {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        client.batch_execute(&sql).await.map_err(|e| format!("{e}"))
+        f(&client).await.map_err(|e| format!("{e}"))
     })
+}
+
+/// Runs one SQL statement batch on the server; `Err` when it cannot be reached.
+pub fn execute(sql: &str) -> Result<(), String> {
+    with_pg(async move |c| c.batch_execute(sql).await)
 }
 
 /// The first column of the first row of `sql` (a `bigint`).
 pub fn query_i64(sql: &str) -> i64 {
-    let url = server_url();
-    let sql = sql.to_owned();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        let config: tokio_postgres::Config = url.parse().unwrap();
-        let (client, connection) = config.connect(NoTls).await.unwrap();
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        client.query_one(&sql, &[]).await.unwrap().get(0)
-    })
+    with_pg(async move |c| c.query_one(sql, &[]).await.map(|row| row.get(0))).unwrap()
 }
 
 /// A schema of its own on the server, dropped when the value is.
