@@ -257,19 +257,9 @@ impl CoordInner {
         let Ok(session) = self.store.prepare_restored(session) else {
             return Err(back());
         };
-        let session_length = session.seq();
-        let events = session.events().prefix(length);
-        Ok(PreparedSource {
-            inspection: Inspection {
-                meta: session.header(),
-                events,
-            },
-            session,
-            revision,
-            session_length,
-            torn,
-            closers,
-        })
+        Ok(PreparedSource::new(
+            session, length, revision, torn, closers,
+        ))
     }
 
     /// Reads, validates and repairs in memory one cold source, and builds its unpublished
@@ -335,20 +325,13 @@ impl CoordInner {
                     session_store::Error::Session(inner) => Error::Session(inner),
                     other => Error::Store(other),
                 })?;
-            let session_length = session.seq();
-            // The inspection shares the session's own (restored) events.
-            let events = session.events().prefix(balanced.len());
-            Ok(PreparedSource {
-                inspection: Inspection {
-                    meta: session.header(),
-                    events,
-                },
+            Ok(PreparedSource::new(
                 session,
+                balanced.len(),
                 revision,
-                session_length,
                 torn,
                 closers,
-            })
+            ))
         })();
         match prepared {
             Ok(source) => Ok(Arc::new(source)),

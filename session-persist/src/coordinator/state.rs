@@ -90,6 +90,31 @@ pub(crate) struct PreparedSource {
 }
 
 impl PreparedSource {
+    /// The prepared source of `session`, whose first `length` events (the stored ones plus
+    /// the `closers`) are what the inspection shows.
+    pub(super) fn new(
+        session: SharedSession,
+        length: usize,
+        revision: Revision,
+        torn: Option<TornMarker>,
+        closers: Vec<Event>,
+    ) -> PreparedSource {
+        let session_length = session.seq();
+        // The inspection shares the session's own (restored) events.
+        let events = session.events().prefix(length);
+        PreparedSource {
+            inspection: Inspection {
+                meta: session.header(),
+                events,
+            },
+            session,
+            revision,
+            session_length,
+            torn,
+            closers,
+        }
+    }
+
     pub(super) fn detailed(&self) -> DetailedInspection {
         let (surface, messages, transcript) = self
             .session
