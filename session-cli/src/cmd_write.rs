@@ -8,6 +8,7 @@ use session_core::json::Value;
 use session_core::{Event, Events, SessionHeader};
 use session_fork::fork_events;
 use session_persist::Backend;
+use session_persist::write_behind::DEFAULT_MAX_PENDING_BYTES;
 use session_store::{PrepareOptions, SessionPreparation, SessionStore, SharedSession};
 use session_surface::Draft;
 
@@ -537,13 +538,25 @@ pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
 // ---- convert ----
 
 /// The append batches a live loop writes (a new batch at every `turn/start` and
-/// `step/start`), copied out of `events` one batch at a time.
+/// `step/start`, and, as the write-behind controller does, once a batch's weight reaches its
+/// back-pressure bound), copied out of `events` one batch at a time.
 pub(crate) fn live_batches(events: &Events) -> impl Iterator<Item = Vec<Event>> + '_ {
+    live_batches_within(events, DEFAULT_MAX_PENDING_BYTES)
+}
+
+/// [`live_batches`] with the weight bound `max_bytes` (at least one event per batch).
+fn live_batches_within(events: &Events, max_bytes: usize) -> impl Iterator<Item = Vec<Event>> + '_ {
     let mut rest = events.iter().peekable();
     std::iter::from_fn(move || {
-        let mut batch = vec![rest.next()?.clone()];
-        while let Some(e) = rest.next_if(|e| !matches!(e.event_type(), "turn/start" | "step/start"))
-        {
+        let first = rest.next()?;
+        let mut weight = first.approx_json_len();
+        let mut batch = vec![first.clone()];
+        while weight < max_bytes {
+            let Some(e) = rest.next_if(|e| !matches!(e.event_type(), "turn/start" | "step/start"))
+            else {
+                break;
+            };
+            weight += e.approx_json_len();
             batch.push(e.clone());
         }
         Some(batch)
@@ -788,5 +801,56 @@ mod tests {
             }
         );
         assert!(acks.is_empty());
+    }
+
+    fn event(seq: u64, ty: &str, text_len: usize) -> Event {
+        Event::parse(&format!(
+            r#"{{"type":"{ty}","seq":{seq},"time":0,"data":{{"turn":1,"text":"{}"}}}}"#,
+            "a".repeat(text_len)
+        ))
+        .unwrap()
+    }
+
+    /// The seqs of each batch.
+    fn batch_seqs(events: &Events, max_bytes: usize) -> Vec<Vec<u64>> {
+        live_batches_within(events, max_bytes)
+            .map(|b| b.iter().map(Event::seq).collect())
+            .collect()
+    }
+
+    #[test]
+    fn live_batches_start_at_turn_and_step_starts_and_stop_at_the_weight_bound() {
+        let kinds = [
+            "turn/start",
+            "user/message",
+            "step/start",
+            "assistant/message",
+            "assistant/message",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+        ];
+        let events: Events = kinds
+            .iter()
+            .zip(0..)
+            .map(|(ty, seq)| event(seq, ty, 1_000))
+            .collect::<Vec<_>>()
+            .into();
+        // Unbounded: one batch per start.
+        assert_eq!(
+            batch_seqs(&events, usize::MAX),
+            vec![vec![0, 1], vec![2, 3, 4, 5, 6, 7]]
+        );
+        // A bound of about two events' weight: a batch ends once it reaches the bound, with
+        // the event that reached it, as the write-behind controller's does.
+        let one = events.iter().next().unwrap().approx_json_len();
+        assert_eq!(
+            batch_seqs(&events, 2 * one),
+            vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]
+        );
+        // A single event over the bound is a batch of its own; nothing is lost or repeated.
+        let seqs: Vec<u64> = batch_seqs(&events, 1).into_iter().flatten().collect();
+        assert_eq!(seqs, (0..8).collect::<Vec<_>>());
+        assert_eq!(batch_seqs(&events, 1).len(), 8);
     }
 }

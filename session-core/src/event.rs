@@ -9,6 +9,7 @@ use crate::json::{self, Value};
 pub(crate) mod compact;
 mod snapshot;
 mod verbatim;
+mod weight;
 
 use self::compact::ChunkBlock;
 use self::verbatim::Verbatim;

@@ -4,7 +4,6 @@
 use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, MutexGuard, Weak};
 
-use session_core::json::Value;
 use session_core::{Event, Events, SessionHeader};
 use session_store::SharedSession;
 
@@ -28,53 +27,6 @@ pub(super) fn seed_covers_prefix(
             .iter()
             .zip(seed.iter())
             .all(|(p, s)| p == s || redact.is_some_and(|r| *p == r(s)))
-}
-
-/// An estimate of an event's JSON size, for the back-pressure bound (no allocation).
-pub(super) fn approx_json_len(event: &Event) -> usize {
-    let mut deep = Vec::new();
-    let mut total = 48 + event.event_type().len() + approx_value_len(event.data(), 0, &mut deep);
-    for v in event
-        .surface_op_value()
-        .into_iter()
-        .chain(event.source_event_seqs_value())
-    {
-        total += approx_value_len(v, 0, &mut deep);
-    }
-    while let Some(v) = deep.pop() {
-        total += approx_value_len(v, 0, &mut deep);
-    }
-    total
-}
-
-/// Nesting depth up to which [`approx_value_len`] recurses; deeper values are set aside in
-/// `deep` and weighed by the caller, so any depth costs bounded stack and shallow values
-/// (nearly all events) cost no allocation.
-pub(super) const APPROX_MAX_DEPTH: u32 = 32;
-
-pub(super) fn approx_value_len<'a>(v: &'a Value, depth: u32, deep: &mut Vec<&'a Value>) -> usize {
-    if depth == APPROX_MAX_DEPTH {
-        deep.push(v);
-        return 0;
-    }
-    match v {
-        Value::Null | Value::Bool(_) => 5,
-        Value::Number(_) => 12,
-        Value::String(s) => s.len() + 2,
-        Value::Array(items) => {
-            2 + items.len()
-                + items
-                    .iter()
-                    .map(|item| approx_value_len(item, depth + 1, deep))
-                    .sum::<usize>()
-        }
-        Value::Object(o) => {
-            2 + o
-                .iter()
-                .map(|(k, item)| k.len() + 4 + approx_value_len(item, depth + 1, deep))
-                .sum::<usize>()
-        }
-    }
 }
 
 /// Where a coordinator's live write-behind controllers send their batches.
@@ -123,7 +75,7 @@ impl BatchSink<Event, Arc<Error>> for LiveSink {
     }
 
     fn weigh(&self, event: &Event) -> usize {
-        approx_json_len(event)
+        event.approx_json_len()
     }
 }
 

@@ -6,7 +6,6 @@ use session_core::{Event, FixedClock};
 use session_store::{PrepareOptions, SessionStore};
 use session_surface::Draft;
 
-use super::live::approx_json_len;
 use super::state::{Retirement, SessionState};
 use super::{Persistence, PersistenceOptions};
 use crate::memory::MemoryBackend;
@@ -126,33 +125,6 @@ async fn retirement_cleanup_only_removes_its_own_entry() {
         "a stale cleanup removed a newer retirement"
     );
     resolver.settle(Ok(()));
-}
-
-#[test]
-fn the_size_estimate_grows_with_the_payload() {
-    let small = ev(r#"{"type":"x","seq":0,"time":0,"data":null}"#);
-    let big = ev(&format!(
-        r#"{{"type":"x","seq":0,"time":0,"data":{{"text":"{}"}}}}"#,
-        "a".repeat(10_000)
-    ));
-    assert!(approx_json_len(&big) > approx_json_len(&small) + 9_000);
-    assert!(approx_json_len(&big) < 11_000);
-}
-
-#[test]
-fn the_size_estimate_counts_every_level_of_a_deep_payload() {
-    // 1,000 nested arrays around a 5,000-byte string: deeper than the recursion bound,
-    // so the estimate goes through the set-aside path and still sees the whole value.
-    let depth = 1_000;
-    let line = format!(
-        r#"{{"type":"x","seq":0,"time":0,"data":{}"{}"{}}}"#,
-        "[".repeat(depth),
-        "a".repeat(5_000),
-        "]".repeat(depth)
-    );
-    let len = approx_json_len(&ev(&line));
-    assert!(len >= 5_000 + 3 * depth, "{len}");
-    assert!(len < 5_000 + 4 * depth + 100, "{len}");
 }
 
 // HMR seeding cannot refuse a session (a service being built holds no preparation), and what
