@@ -283,8 +283,7 @@ impl Inner {
             batches,
             &original,
             &mut expected.records,
-        );
-        let written = written?;
+        )?;
         file.sync().map_err(|e| Error::io("fsync", tmp, e))?;
         pause_point(SealStep::Synced);
         drop(original);
@@ -418,14 +417,14 @@ fn verify_same(fs: &dyn Fs, id: &str, tmp: &Path, expected: &Digest) -> Result<(
     let Some((reread, _)) = load_prefix(fs, tmp, true, None, true)? else {
         return Err(mismatch("the temporary file vanished"));
     };
-    let reread = reread?;
+    let mut reread = reread?;
     if reread.torn.is_some() || reread.invalid.is_some() {
         return Err(mismatch("the copy does not read back cleanly"));
     }
     let actual = Digest {
         header: reread.header.value.to_json(),
         events: reread.events.len(),
-        records: reread.lines.clone().unwrap_or_default(),
+        records: reread.lines.take().unwrap_or_default(),
     };
     drop(reread);
     if actual.header != expected.header {
