@@ -531,6 +531,14 @@ pub fn is_packable(event: &Event) -> bool {
     classify(event).is_some()
 }
 
+/// The row tag and the delta text (`chunk.text` of a text or reasoning delta,
+/// `chunk.argumentsDelta` of a tool-call delta) of a packable `event` (see [`is_packable`]);
+/// `None` for any other event. A compact chunk member is read without building its `data`
+/// tree (which it would keep: a pass over every chunk would hold one tree per chunk).
+pub fn chunk_delta(event: &Event) -> Option<(RowTag, &str)> {
+    classify(event).map(|d| (d.kind, d.payload))
+}
+
 fn classify(event: &Event) -> Option<Delta<'_>> {
     if let Some((block, k)) = event.as_member() {
         // Compact members are delta chunks with canonical data by construction.

@@ -249,6 +249,33 @@ impl ChunkBlock {
     }
 }
 
+impl Event {
+    /// An event equal to this one (same envelope, key order, `data` and JSON text) that shares
+    /// no lazily built state with it. A compact member keeps the `data` tree it is asked for,
+    /// so a pass that reads every chunk's `data` once (a redaction hook, say) would hold one
+    /// tree per chunk; the copy of a member is an ordinary event whose `data` is built for it
+    /// alone (or shares the member's, when that was built already) and freed with it. Any
+    /// other event is its own copy.
+    #[must_use]
+    pub fn detached(&self) -> Event {
+        let Some((block, k)) = self.as_member() else {
+            return self.clone();
+        };
+        Event::from_parts(
+            EventParts {
+                ty: chunk_event_type().clone(),
+                seq: block.seq(k),
+                time: block.time(k),
+                data: block.data_uncached(k),
+                surface_op: None,
+                source_event_seqs: None,
+                ignorable: false,
+            },
+            self.key_order(),
+        )
+    }
+}
+
 /// Builds one [`ChunkBlock`] member by member.
 #[derive(Default)]
 pub(crate) struct BlockBuilder {
@@ -416,5 +443,66 @@ impl EventSink {
     pub(crate) fn take(&mut self) -> Vec<Event> {
         self.flush();
         std::mem::take(&mut self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Event;
+    use crate::chunk_rows::{RowTag, StorageDecoder, chunk_delta};
+
+    fn members() -> Vec<Event> {
+        let mut decoder = StorageDecoder::new();
+        for line in [
+            &br#"{"type":"text-chunks","seq0":0,"time0":10,"data":{"turn":1,"step":2,"index":0,"dt":[1],"texts":["a\"b","c"]}}"#[..],
+            br#"{"type":"tool-call-chunks","seq0":2,"time0":30,"data":{"turn":1,"step":2,"index":1,"dt":[4],"id":"call","name":"f","args":["{\"x","\":1}"]}}"#,
+            br#"{"type":"assistant/chunk","seq":4,"time":40,"data":{"turn":1,"step":2,"chunk":{"type":"reasoning-delta","index":2,"text":"r"}}}"#,
+        ] {
+            decoder.decode_line(line);
+        }
+        decoder.take_events()
+    }
+
+    #[test]
+    fn a_detached_member_is_an_equal_ordinary_event_and_builds_nothing_in_its_block() {
+        let events = members();
+        assert_eq!(events.len(), 5);
+        for e in &events {
+            let (block, _) = e.as_member().expect("a compact member");
+            let copy = e.detached();
+            assert!(copy.as_member().is_none() && !copy.ptr_eq(e));
+            assert_eq!(copy.to_json(), e.to_json());
+            assert_eq!(copy.key_order(), e.key_order());
+            assert_eq!(&copy, e);
+            assert!(block.data_is_unbuilt(), "seq {}", e.seq());
+        }
+        let plain = Event::parse(&events[0].to_json()).unwrap();
+        assert!(plain.detached().ptr_eq(&plain));
+    }
+
+    #[test]
+    fn a_members_delta_is_read_without_building_its_data() {
+        let events = members();
+        let deltas: Vec<(RowTag, &str)> = events.iter().filter_map(chunk_delta).collect();
+        assert_eq!(
+            deltas,
+            [
+                (RowTag::TextChunks, "a\"b"),
+                (RowTag::TextChunks, "c"),
+                (RowTag::ToolCallChunks, "{\"x"),
+                (RowTag::ToolCallChunks, "\":1}"),
+                (RowTag::ReasoningChunks, "r"),
+            ]
+        );
+        for e in &events {
+            let (block, _) = e.as_member().expect("a compact member");
+            assert!(block.data_is_unbuilt(), "seq {}", e.seq());
+            // The general path's reading of the same event agrees.
+            let plain = Event::parse(&e.to_json()).unwrap();
+            assert!(plain.as_member().is_none());
+            assert_eq!(chunk_delta(&plain), chunk_delta(e));
+        }
+        let message = Event::parse(r#"{"type":"user/message","seq":0,"time":0,"data":{}}"#);
+        assert_eq!(chunk_delta(&message.unwrap()), None);
     }
 }

@@ -11,7 +11,8 @@
 //! **A writer re-opening the session meanwhile** ([`Backend::acquire`](crate::Backend::acquire)
 //! through the same instance) waits for the job to finish: the seal completes first, under the
 //! lock. A session loaded from the log before the seal renamed it still opens: the seal keeps
-//! every event (its read-back digest proves it), so the revision the session was loaded from is
+//! every event (the read-back digest checks that the copy loads to exactly the records the
+//! writer's encoding made of them, and as many events), so the revision the session was loaded from is
 //! translated to the sealed log's revision. Another instance or process trying to open the
 //! session while the job holds the lock gets [`Error::Locked`](crate::Error::Locked), as it
 //! would while the writer held it. A job that fails (an open turn, a torn tail, a changed log)

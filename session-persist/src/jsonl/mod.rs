@@ -504,7 +504,7 @@ impl Inner {
             return Ok(None);
         };
         let zstd = self.compression == Compression::Zstd;
-        let Some((prefix, stat)) = load_prefix(self.fs.as_ref(), &path, zstd, sink)? else {
+        let Some((prefix, stat)) = load_prefix(self.fs.as_ref(), &path, zstd, sink, false)? else {
             return Ok(None);
         };
         let prefix = prefix.map_err(|e| e.with_location(Location::jsonl(&path)))?;

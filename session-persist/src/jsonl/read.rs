@@ -35,6 +35,7 @@ use super::frames::{
 use super::fs::{Fs, FsFile, Stat, read_to_end};
 use super::header_line::ParsedHeader;
 use super::scanner::{DecodedLines, SessionLogScanner, decode_lines, find_newline, rfind_newline};
+use super::seal::LineDigest;
 use crate::backend::{SharedEventSink, TornMarker};
 use crate::error::{Error, Result};
 
@@ -45,6 +46,8 @@ pub(crate) struct Prefix {
     pub(crate) events: Vec<Event>,
     pub(crate) invalid: Option<(usize, Vec<Event>)>,
     pub(crate) torn: Option<TornMarker>,
+    /// The digest of every record read, when the load was asked for it.
+    pub(crate) lines: Option<LineDigest>,
 }
 
 /// `stat`, with a missing file as `None`.
@@ -83,12 +86,14 @@ pub(crate) fn stable_read(fs: &dyn Fs, path: &Path) -> Result<Option<(Vec<u8>, S
 /// agree (see [`stable_read`]). The outer result carries file-system errors; the inner one
 /// what the log's content gives. A file that disappears reads as `None`.
 /// With a `sink`, valid events are handed to it as the scanner accepts them (each attempt
-/// starts it again), and the prefix's events are the ones after them.
+/// starts it again), and the prefix's events are the ones after them. With `digest`, every
+/// record read is hashed into [`Prefix::lines`].
 pub(crate) fn load_prefix(
     fs: &dyn Fs,
     path: &Path,
     zstd: bool,
     sink: Option<&SharedEventSink>,
+    digest: bool,
 ) -> Result<Option<(Result<Prefix>, Stat)>> {
     loop {
         let Some(before) = stat_if_exists(fs, path)? else {
@@ -103,9 +108,9 @@ pub(crate) fn load_prefix(
         let file: &mut dyn FsFile = file.as_mut();
         let mut read = |buf: &mut [u8]| file.read(buf);
         let outcome = if zstd {
-            load_zstd(&mut read, tuning, sink)
+            load_zstd(&mut read, tuning, sink, digest)
         } else {
-            load_raw(&mut read, tuning, sink)
+            load_raw(&mut read, tuning, sink, digest)
         };
         let outcome = match outcome {
             Ok(prefix) => Ok(prefix),
@@ -132,9 +137,9 @@ pub(crate) fn from_memory(buf: &[u8], zstd: bool, tuning: Tuning) -> Result<Pref
         Ok(n)
     };
     let outcome = if zstd {
-        load_zstd(&mut read, tuning, None)
+        load_zstd(&mut read, tuning, None, false)
     } else {
-        load_raw(&mut read, tuning, None)
+        load_raw(&mut read, tuning, None, false)
     };
     outcome.map_err(|e| match e {
         Failure::Read(e) => Error::io("read", "memory", e),
@@ -668,9 +673,10 @@ fn load_raw(
     read: ReadFn<'_>,
     tuning: Tuning,
     sink: Option<&SharedEventSink>,
+    digest: bool,
 ) -> std::result::Result<Prefix, Failure> {
     let mut input = Input::new(read, tuning.job_bytes);
-    match raw_prefix(&mut input, tuning, sink) {
+    match raw_prefix(&mut input, tuning, sink, digest) {
         Err(Failure::Log(e)) => {
             input.drain(false)?;
             Err(Failure::Log(e))
@@ -683,6 +689,7 @@ fn raw_prefix(
     input: &mut Input<'_>,
     tuning: Tuning,
     sink: Option<&SharedEventSink>,
+    digest: bool,
 ) -> std::result::Result<Prefix, Failure> {
     input.fill_block()?;
     let nl = loop {
@@ -697,6 +704,9 @@ fn raw_prefix(
     let header = input.take(nl + 1);
     let mut scanner = SessionLogScanner::new(&header)?;
     scanner.attach(sink);
+    if digest {
+        scanner.digest_lines();
+    }
     run_jobs(
         &mut || Ok(input.next_lines()?.map(Job::Text)),
         &mut scanner,
@@ -713,6 +723,7 @@ fn raw_prefix(
         events: out.events,
         invalid: out.invalid,
         torn,
+        lines: out.lines,
     })
 }
 
@@ -723,9 +734,10 @@ fn load_zstd(
     read: ReadFn<'_>,
     tuning: Tuning,
     sink: Option<&SharedEventSink>,
+    digest: bool,
 ) -> std::result::Result<Prefix, Failure> {
     let mut input = Input::new(read, tuning.job_bytes);
-    match zstd_prefix(&mut input, tuning, sink) {
+    match zstd_prefix(&mut input, tuning, sink, digest) {
         Err(Failure::Log(e)) => {
             // A structural error anywhere in the file takes precedence.
             input.drain(true)?;
@@ -739,6 +751,7 @@ fn zstd_prefix(
     input: &mut Input<'_>,
     tuning: Tuning,
     sink: Option<&SharedEventSink>,
+    digest: bool,
 ) -> std::result::Result<Prefix, Failure> {
     let Some((bytes, frames)) = input.next_frames(Some(1))? else {
         return Err(Failure::Log(Error::EmptyLog { zstd: true }));
@@ -751,6 +764,9 @@ fn zstd_prefix(
     }
     let mut scanner = SessionLogScanner::new(&header)?;
     scanner.attach(sink);
+    if digest {
+        scanner.digest_lines();
+    }
     run_jobs(
         &mut || {
             Ok(input.next_frames(None)?.map(|(bytes, mut frames)| {
@@ -774,6 +790,7 @@ fn zstd_prefix(
             events: out.events,
             invalid: out.invalid,
             torn: None,
+            lines: out.lines,
         });
     }
     let torn_start = input.base;
@@ -793,6 +810,7 @@ fn zstd_prefix(
             truncate_to: torn_start as u64,
             recovered,
         }),
+        lines: out.lines,
     })
 }
 
@@ -822,6 +840,7 @@ mod tests {
                 events: out.events,
                 invalid: out.invalid,
                 torn,
+                lines: out.lines,
             });
         }
         let scan = scan_zstd_frames(buf, None)?;
@@ -849,6 +868,7 @@ mod tests {
                 events: out.events,
                 invalid: out.invalid,
                 torn: None,
+                lines: out.lines,
             });
         };
         let before = scanner.event_count();
@@ -865,6 +885,7 @@ mod tests {
                 truncate_to: torn_start as u64,
                 recovered,
             }),
+            lines: out.lines,
         })
     }
 
@@ -974,6 +995,51 @@ mod tests {
             let buf = std::fs::read(&path).unwrap();
             check(&buf, zstd, &path.display().to_string());
         }
+    }
+
+    // The digest of the records a load reads is that of the log's lines after the header, in
+    // every tuning (lines split across jobs and frames included).
+    #[test]
+    fn a_loads_line_digest_is_that_of_the_records_read() {
+        let mut checked = 0;
+        for (path, zstd) in corpus_files() {
+            let buf = std::fs::read(&path).unwrap();
+            let plain = if zstd {
+                match zstd::stream::decode_all(&buf[..]) {
+                    Ok(plain) => plain,
+                    Err(_) => continue,
+                }
+            } else {
+                buf.clone()
+            };
+            let Some(nl) = plain.iter().position(|&b| b == b'\n') else {
+                continue;
+            };
+            let mut want = LineDigest::default();
+            want.lines(&plain[nl + 1..]);
+            for tuning in TUNINGS {
+                let mut rest = &buf[..];
+                let mut read = |out: &mut [u8]| {
+                    let n = out.len().min(rest.len());
+                    out[..n].copy_from_slice(&rest[..n]);
+                    rest = &rest[n..];
+                    Ok(n)
+                };
+                let outcome = if zstd {
+                    load_zstd(&mut read, tuning, None, true)
+                } else {
+                    load_raw(&mut read, tuning, None, true)
+                };
+                let Ok(prefix) = outcome else { continue };
+                if prefix.torn.is_some() || prefix.invalid.is_some() {
+                    continue;
+                }
+                let got = prefix.lines.expect("asked for");
+                assert_eq!(got, want, "{} with {tuning:?}", path.display());
+                checked += 1;
+            }
+        }
+        assert!(checked > 400, "checked {checked}");
     }
 
     // A damaged frame larger than the decoder's output chunk: the lines decoded before the

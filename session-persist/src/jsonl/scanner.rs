@@ -23,6 +23,7 @@ use session_core::json::{ParseErrorKind, Value};
 use std::sync::PoisonError;
 
 use super::header_line::{ParsedHeader, parse_strict};
+use super::seal::LineDigest;
 use crate::backend::SharedEventSink;
 use crate::error::{Error, Result};
 
@@ -107,6 +108,9 @@ pub(crate) struct ScanOutput {
     pub(crate) invalid: Option<(usize, Vec<Event>)>,
     /// The end of the last accepted line (the header's end when no line was accepted).
     pub(crate) committed_bytes: u64,
+    /// The digest of every complete line fed after the header, when asked for
+    /// ([`SessionLogScanner::digest_lines`]).
+    pub(crate) lines: Option<LineDigest>,
 }
 
 /// The incremental log scanner (see the module documentation).
@@ -124,6 +128,8 @@ pub(crate) struct SessionLogScanner {
     decoder: StorageDecoder,
     /// Where accepted events go as each decoded batch is merged, instead of `events`.
     sink: Option<SharedEventSink>,
+    /// The digest of the complete lines fed so far, when asked for.
+    lines: Option<LineDigest>,
 }
 
 impl std::fmt::Debug for SessionLogScanner {
@@ -164,6 +170,7 @@ impl SessionLogScanner {
             issue: None,
             decoder: StorageDecoder::new(),
             sink: None,
+            lines: None,
         })
     }
 
@@ -177,6 +184,12 @@ impl SessionLogScanner {
                 .start(&self.header.value);
             self.sink = Some(sink.clone());
         }
+    }
+
+    /// Hashes every complete line fed from now on, its newline included, into
+    /// [`ScanOutput::lines`] (the records as read, for comparing a copy with what was written).
+    pub(crate) fn digest_lines(&mut self) {
+        self.lines = Some(LineDigest::default());
     }
 
     /// Keeps the events accepted from now on in [`ScanOutput::events`].
@@ -210,11 +223,17 @@ impl SessionLogScanner {
             let mut line = std::mem::take(&mut self.carry);
             line.extend_from_slice(&rest[..=nl]);
             rest = &rest[nl + 1..];
+            if let Some(digest) = &mut self.lines {
+                digest.lines(&line);
+            }
             let decoded = decode_lines(&line, &mut self.decoder);
             self.merge(decoded)?;
         }
         let decoded = decode_lines(rest, &mut self.decoder);
         let consumed = decoded.consumed;
+        if let Some(digest) = &mut self.lines {
+            digest.lines(&rest[..consumed]);
+        }
         self.merge(decoded)?;
         self.carry.extend_from_slice(&rest[consumed..]);
         Ok(())
@@ -228,6 +247,9 @@ impl SessionLogScanner {
             return self.write(plain);
         }
         let consumed = decoded.consumed;
+        if let Some(digest) = &mut self.lines {
+            digest.lines(&plain[..consumed]);
+        }
         self.merge(decoded)?;
         self.carry.extend_from_slice(&plain[consumed..]);
         Ok(())
@@ -240,6 +262,7 @@ impl SessionLogScanner {
             events: self.events,
             invalid: self.invalid,
             committed_bytes: self.committed,
+            lines: self.lines,
         }
     }
 

@@ -7,9 +7,11 @@
 //! events before the first turn form their own batch. Chunk rows are packed as configured.
 //!
 //! The rewrite is crash-safe: the new content is written and synced under
-//! `<final>.<12 hex>.tmp` (0600) in the session directory, read back and compared with the
-//! original (header text, event count and two 64-bit hashes of the events' JSON texts in
-//! order), renamed over the log, and the directory is synced. Until the rename the original is
+//! `<final>.<12 hex>.tmp` (0600) in the session directory, read back as a load reads it and
+//! compared with what was written (the header text, the event count, and the count and two
+//! 64-bit hashes of the records: each line's exact bytes as encoded from the original events,
+//! against each line as the load of the copy decodes it), renamed over the log, and the
+//! directory is synced. Until the rename the original is
 //! untouched; a failure removes the temporary file. The writer lock of the log is held
 //! throughout, so no writer can append meanwhile. Plain logs have no frames: sealing them
 //! validates the same preconditions and leaves the file byte-for-byte as it is. A log that
@@ -30,6 +32,7 @@ use session_core::Event;
 use super::auto_seal::{SealPolicy, SealStep, pause_point};
 use super::fs::{Fs, FsFile, write_all};
 use super::read::{Prefix, is_one_line, load_prefix, stable_read, zstd_text};
+use super::write::batch_text;
 use super::{Compression, Inner, scan_zstd_frames};
 use crate::backend::Location;
 use crate::error::{Error, Result};
@@ -87,7 +90,7 @@ impl Inner {
     /// Reads the log's prefix and checks the preconditions of sealing.
     fn sealable_prefix(&self, id: &str, path: &Path) -> Result<Prefix> {
         let zstd = self.compression == Compression::Zstd;
-        let Some((prefix, _)) = load_prefix(self.fs.as_ref(), path, zstd, None)? else {
+        let Some((prefix, _)) = load_prefix(self.fs.as_ref(), path, zstd, None, false)? else {
             return Err(Error::NotFound { id: id.to_owned() });
         };
         let prefix = prefix.map_err(|e| e.with_location(Location::jsonl(path)))?;
@@ -268,19 +271,19 @@ impl Inner {
             });
         }
         pause_point(SealStep::TempCreated);
-        // The digest of the original events is computed on its own thread while the turns are
-        // encoded and written: both only read the events, and each was about a third of the
-        // seal's CPU time when they ran one after the other.
-        let (written, expected) = std::thread::scope(|scope| {
-            let digest =
-                scope.spawn(|| Digest::of(&original.header.value.to_json(), &original.events));
-            let written = self.write_batches(file.as_mut(), tmp, header_frame, batches, &original);
-            let expected = digest
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (written, expected)
-        });
-        let written = written?;
+        let mut expected = Digest {
+            header: original.header.value.to_json(),
+            events: original.events.len(),
+            records: LineDigest::default(),
+        };
+        let written = self.write_batches(
+            file.as_mut(),
+            tmp,
+            header_frame,
+            batches,
+            &original,
+            &mut expected.records,
+        )?;
         file.sync().map_err(|e| Error::io("fsync", tmp, e))?;
         pause_point(SealStep::Synced);
         drop(original);
@@ -296,7 +299,8 @@ impl Inner {
 
 impl Inner {
     /// Writes the header frame and one frame per batch of `original`'s events to `file`, one
-    /// batch encoded at a time. Returns the bytes written.
+    /// batch encoded at a time, hashing every record written into `records`. Returns the bytes
+    /// written.
     fn write_batches(
         &self,
         file: &mut dyn FsFile,
@@ -304,11 +308,15 @@ impl Inner {
         header_frame: &[u8],
         batches: &[Range<usize>],
         original: &Prefix,
+        records: &mut LineDigest,
     ) -> Result<u64> {
         let mut written = header_frame.len() as u64;
         write_all(file, header_frame).map_err(|e| Error::io("write", tmp, e))?;
         for (i, batch) in batches.iter().enumerate() {
-            let frame = self.encode_batch(&original.events[batch.clone()])?;
+            let text = batch_text(&original.events[batch.clone()], self.pack_chunks);
+            records.lines(text.as_bytes());
+            let frame = self.encode_text(&text)?;
+            drop(text);
             write_all(file, &frame).map_err(|e| Error::io("write", tmp, e))?;
             written += frame.len() as u64;
             if i == batches.len() / 2 {
@@ -326,93 +334,98 @@ struct FrameLayout {
     header_frame: Vec<u8>,
 }
 
-/// The identity of a log's content: the header's JSON text, the event count, and two 64-bit
-/// hashes (`foldhash`'s quality hasher under two fixed seeds) of the events' JSON texts in
-/// order. The events are hashed in up to [`DIGEST_THREADS`] contiguous parts on their own
-/// threads, and the parts' hashes are combined in order.
+/// The identity of a sealed log's content: the header's JSON text, the event count, and the
+/// digest of its records (the lines after the header) as written, or as read back.
 #[derive(Debug, PartialEq, Eq)]
 struct Digest {
     header: String,
     events: usize,
-    hashes: (u64, u64),
+    records: LineDigest,
 }
 
-/// The most threads [`Digest::of`] hashes on.
-const DIGEST_THREADS: usize = 4;
+/// Two 64-bit hashes (`foldhash`'s quality hasher under two fixed seeds) of a sequence of
+/// lines, each hashed as its bytes with its newline, and the number of lines: what sealing
+/// compares between the records it wrote and the records a load reads back from the copy.
+#[derive(Clone)]
+pub(crate) struct LineDigest {
+    hashers: (
+        foldhash::quality::FoldHasher<'static>,
+        foldhash::quality::FoldHasher<'static>,
+    ),
+    lines: u64,
+}
 
-/// Below this many events a digest is computed on the calling thread.
-const DIGEST_PARALLEL_MIN: usize = 1 << 14;
-
-impl Digest {
-    fn of(header: &str, events: &[Event]) -> Digest {
-        let threads = std::thread::available_parallelism()
-            .map_or(1, std::num::NonZero::get)
-            .min(DIGEST_THREADS);
-        let parts: Vec<(u64, u64)> = if threads < 2 || events.len() < DIGEST_PARALLEL_MIN {
-            vec![hash_events(events)]
-        } else {
-            let size = events.len().div_ceil(threads);
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = events
-                    .chunks(size)
-                    .map(|part| scope.spawn(move || hash_events(part)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                    .collect()
-            })
-        };
-        let (mut a, mut b) = hashers();
-        for (x, y) in parts {
-            a.write_u64(x);
-            b.write_u64(y);
-        }
-        Digest {
-            header: header.to_owned(),
-            events: events.len(),
-            hashes: (a.finish(), b.finish()),
+impl Default for LineDigest {
+    fn default() -> LineDigest {
+        use std::hash::BuildHasher;
+        LineDigest {
+            hashers: (
+                foldhash::quality::FixedState::with_seed(0x5ea1_0001).build_hasher(),
+                foldhash::quality::FixedState::with_seed(0x5ea1_0002).build_hasher(),
+            ),
+            lines: 0,
         }
     }
 }
 
-fn hashers() -> (
-    foldhash::quality::FoldHasher<'static>,
-    foldhash::quality::FoldHasher<'static>,
-) {
-    use std::hash::BuildHasher;
-    (
-        foldhash::quality::FixedState::with_seed(0x5ea1_0001).build_hasher(),
-        foldhash::quality::FixedState::with_seed(0x5ea1_0002).build_hasher(),
-    )
-}
-
-/// The two hashes of `events`' JSON texts, one line each.
-fn hash_events(events: &[Event]) -> (u64, u64) {
-    let (mut a, mut b) = hashers();
-    let mut text = String::new();
-    for event in events {
-        text.clear();
-        event.write_json(&mut text);
-        text.push('\n');
-        a.write(text.as_bytes());
-        b.write(text.as_bytes());
+impl LineDigest {
+    /// Hashes each line of `text`, which ends at the end of a line (a fragment after the last
+    /// newline is hashed as one more line).
+    pub(crate) fn lines(&mut self, text: &[u8]) {
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', text) {
+            self.line(&text[start..=end]);
+            start = end + 1;
+        }
+        if start < text.len() {
+            self.line(&text[start..]);
+        }
     }
-    (a.finish(), b.finish())
+
+    fn line(&mut self, line: &[u8]) {
+        self.hashers.0.write(line);
+        self.hashers.1.write(line);
+        self.lines += 1;
+    }
+
+    /// The line count and the two hashes.
+    fn finish(&self) -> (u64, u64, u64) {
+        (self.lines, self.hashers.0.finish(), self.hashers.1.finish())
+    }
 }
 
-/// Re-reads the sealed temporary file and checks that it holds the same header and the same
-/// events (their count and the hashes of their JSON texts, see [`Digest`]).
+impl PartialEq for LineDigest {
+    fn eq(&self, other: &LineDigest) -> bool {
+        self.finish() == other.finish()
+    }
+}
+
+impl Eq for LineDigest {}
+
+impl std::fmt::Debug for LineDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (lines, a, b) = self.finish();
+        write!(f, "LineDigest({lines} lines, {a:016x}, {b:016x})")
+    }
+}
+
+/// Re-reads the sealed temporary file as a load reads it and checks that it holds the same
+/// header, the same number of events and exactly the records that were written (see
+/// [`Digest`]).
 fn verify_same(fs: &dyn Fs, id: &str, tmp: &Path, expected: &Digest) -> Result<()> {
     let mismatch = |what: &str| Inner::refuse(id, format!("the sealed copy differs: {what}"));
-    let Some((reread, _)) = load_prefix(fs, tmp, true, None)? else {
+    let Some((reread, _)) = load_prefix(fs, tmp, true, None, true)? else {
         return Err(mismatch("the temporary file vanished"));
     };
-    let reread = reread?;
+    let mut reread = reread?;
     if reread.torn.is_some() || reread.invalid.is_some() {
         return Err(mismatch("the copy does not read back cleanly"));
     }
-    let actual = Digest::of(&reread.header.value.to_json(), &reread.events);
+    let actual = Digest {
+        header: reread.header.value.to_json(),
+        events: reread.events.len(),
+        records: reread.lines.take().unwrap_or_default(),
+    };
     drop(reread);
     if actual.header != expected.header {
         return Err(mismatch("header"));
