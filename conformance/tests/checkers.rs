@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use conformance::r#gen::{Attempt, History, InvalidCase, Mutation, START_TIME_MS};
 use conformance::invariants::{
-    StoredLogChecks, check_incremental_derivation_with, check_messages_match_restored,
+    ReplayBasis, StoredLogChecks, check_incremental_derivation_with, check_messages_match_restored,
     check_replay_restored, check_replay_snapshot, check_stored_log, restore_replay,
 };
 use conformance::invariants::{
@@ -555,6 +555,34 @@ fn shared_replay_checks_fail_on_tampered_input() {
     );
     assert_violates(
         check_incremental_derivation_with(&session, &other),
+        "incremental_derivation",
+        "messages != fresh replay",
+    );
+}
+
+/// A replay basis outlives its session (what `check_stored_log` keeps while the replays are
+/// built) and still tells this session's replays from another log's.
+#[test]
+fn replay_basis_checks_replays_after_the_session_is_dropped() {
+    let session = sample().build();
+    let messages = session.derive_messages();
+    let basis = ReplayBasis::of(&session);
+    let other = Session::from_restore_events(
+        "sample",
+        session.events().prefix(3),
+        &session.header().to_value(),
+        clock(),
+    )
+    .unwrap();
+    drop(session);
+    assert_eq!(basis.messages(), &messages);
+    basis.check_snapshot().unwrap();
+    let restored = basis.restore().unwrap();
+    basis.check_restored(&restored).unwrap();
+    check_messages_match_restored(basis.messages(), &restored).unwrap();
+    assert_violates(basis.check_restored(&other), "replay_marker", "replay has");
+    assert_violates(
+        check_messages_match_restored(basis.messages(), &other),
         "incremental_derivation",
         "messages != fresh replay",
     );

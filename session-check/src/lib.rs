@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use session_core::event::END_SEED;
 use session_core::json::Value;
-use session_core::{Event, Events, FixedClock, SharedClock};
+use session_core::{Event, Events, FixedClock, Log, SharedClock};
 use session_repair::{Trace, interrupted_turn_closers};
 use session_surface::{Messages, Session, Transcript, derive_event_message, fold_surface};
 
@@ -114,6 +114,13 @@ pub fn check_nodes_match_fold(nodes: &[u64], generation: u64, events: &Events) -
 pub fn check_surface_matches_fold(session: &Session) -> Check {
     let nodes = session.surface().nodes().to_vec();
     check_nodes_match_fold(&nodes, session.replace_generation(), &session.events())?;
+    check_surface_positions(session, &nodes)
+}
+
+/// The part of [`check_surface_matches_fold`] that reads the live surface beyond its node
+/// list: its length is the number of `nodes` (its nodes in order), and each node's position
+/// is its index there.
+fn check_surface_positions(session: &Session, nodes: &[u64]) -> Check {
     if session.surface().len() != nodes.len() {
         return Err(Violation::new(
             "surface_matches_fold",
@@ -271,8 +278,12 @@ pub fn check_transcript_holds_appends(session: &Session) -> Check {
 /// The turn left open at the end of `events`, if any (the last `turn/start` not followed by a
 /// `turn/end`).
 pub fn open_turn(events: &[Event]) -> Option<u64> {
+    open_turn_of(events.iter())
+}
+
+/// [`open_turn`] over any events in log order.
+fn open_turn_of<'a>(events: impl DoubleEndedIterator<Item = &'a Event>) -> Option<u64> {
     events
-        .iter()
         .rev()
         .find(|e| matches!(e.event_type(), "turn/start" | "turn/end"))
         .filter(|e| e.event_type() == "turn/start")
@@ -282,10 +293,13 @@ pub fn open_turn(events: &[Event]) -> Option<u64> {
 /// `closers` are a correct repair of `events`: they continue the seq (`events.len()`,
 /// contiguous), reuse the last event's time, leave no open turn, and asking for closers again
 /// gives none.
+///
+/// The repaired log shares the storage of `events` (the closers are pushed onto a log that
+/// continues from them), so the check holds no copy of the log.
 pub fn check_closers(events: &Events, closers: &[Event]) -> Check {
     const NAME: &str = "closers_balance";
-    let mut all: Vec<Event> = events.to_vec();
-    let base = all.len() as u64;
+    let mut repaired = Log::from_events(events.clone());
+    let base = repaired.next_seq();
     let time = events.last().map(Event::time);
     for (k, c) in closers.iter().enumerate() {
         let expected = base + k as u64;
@@ -301,22 +315,24 @@ pub fn check_closers(events: &Events, closers: &[Event]) -> Check {
                 format!("closer {k} has time {}, expected {time:?}", c.time()),
             ));
         }
+        repaired
+            .push(c.clone())
+            .map_err(|e| Violation::new(NAME, format!("closer {k}: {e}")))?;
     }
-    all.extend(closers.iter().cloned());
-    if let Some(turn) = open_turn(&all) {
+    let repaired = repaired.snapshot();
+    if let Some(turn) = open_turn_of(repaired.iter()) {
         return Err(Violation::new(
             NAME,
             format!("turn {turn} is still open after the closers"),
         ));
     }
-    let again = interrupted_turn_closers(all.iter());
+    let again = interrupted_turn_closers(repaired.iter());
     if !again.is_empty() {
         return Err(Violation::new(
             NAME,
             format!("repair is not idempotent: {} more closers", again.len()),
         ));
     }
-    let repaired: Events = all.into_iter().collect();
     check_seqs_contiguous(&repaired).map_err(|v| Violation::new(NAME, v.detail))?;
     fold_surface(repaired.iter())
         .map_err(|e| Violation::new(NAME, format!("the repaired log has a bad surface: {e}")))?;
@@ -327,7 +343,7 @@ pub fn check_closers(events: &Events, closers: &[Event]) -> Check {
 /// repaired log has no open turn, is contiguous, and repairing it again adds nothing.
 pub fn check_closers_balance(events: &Events) -> Check {
     let closers = interrupted_turn_closers(events.iter());
-    if open_turn(&events.to_vec()).is_none() && !closers.is_empty() {
+    if open_turn_of(events.iter()).is_none() && !closers.is_empty() {
         return Err(Violation::new(
             "closers_balance",
             format!("{} closers for a log without an open turn", closers.len()),
@@ -494,8 +510,8 @@ mod round_trip;
 mod stored_log;
 
 pub use replay::{
-    check_incremental_derivation_with, check_messages_match_restored, check_replay_restored,
-    check_replay_snapshot, restore_replay, restore_replay_shared,
+    ReplayBasis, check_incremental_derivation_with, check_messages_match_restored,
+    check_replay_restored, check_replay_snapshot, restore_replay, restore_replay_shared,
 };
 pub use round_trip::{ROUND_TRIP_ID, check_persistence_round_trip, split_batches};
 pub use stored_log::{StoredLogChecks, check_stored_log};

@@ -1,10 +1,13 @@
 //! [`check_persistence_round_trip`]: a log written through the JSONL backend loads back
 //! identical and re-encodes to identical bytes.
 //!
-//! The check runs on whole stored sessions (`sessionctl verify`), so its working set is kept
-//! to one loaded copy of the events: batches are slices of one vector of event handles, the
-//! file's logical text is decoded as a stream and compared with the expected text one batch
-//! at a time, and the re-encoded file is compared with the first block by block.
+//! The check runs on whole stored sessions (`sessionctl verify`), so it holds no copy of the
+//! log: each append batch is copied out of the log as it is written; the written file is
+//! found by its id through the backend and read back as a stream ([`LogStream`]: the checks
+//! a load applies to each record, a batch of events at a time), each event compared with the
+//! event written at its seq; each append batch read back is compared with the file's logical
+//! text (decoded as a second stream) and written again, then dropped; and the re-encoded file
+//! is compared with the first block by block.
 
 use std::fmt;
 use std::io::Read;
@@ -13,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use session_core::{Event, Events, SessionHeader, chunk_rows};
-use session_persist::{Backend, Compression, JsonlBackend, JsonlConfig};
+use session_persist::{Backend, Compression, JsonlBackend, JsonlConfig, LogStream};
 
 use crate::{Check, Violation};
 
@@ -75,43 +78,74 @@ fn expected_header_line() -> String {
     )
 }
 
-/// Whether `logical` (the log's decoded text, read as a stream) is exactly the text the
-/// reference writes for the batches `ranges` of `events`: the header line, then each batch's
-/// lines (packed chunk rows when `packed`), each batch ending in a newline. Each batch's text
-/// is built and compared on its own; on a difference, returns the byte offset where the
-/// expected text and the log part.
-fn logical_text_differs(
-    mut logical: impl Read,
-    events: &[Event],
-    ranges: &[Range<usize>],
+/// Compares the logical text of a log (its decoded text, read as a stream) with the text the
+/// reference writes: the header line, then each batch's lines (packed chunk rows when
+/// `packed`), each batch ending in a newline. Each batch's text is built and compared on its
+/// own, so nothing but one batch's text is held.
+struct LogicalText<R> {
+    logical: R,
     packed: bool,
-) -> std::io::Result<Option<u64>> {
-    let mut expected = expected_header_line();
-    let mut got = Vec::new();
-    let mut at = 0u64;
-    let mut batches = ranges.iter();
-    loop {
-        got.resize(expected.len(), 0);
-        let n = read_full(&mut logical, &mut got)?;
-        if let Some(i) = got[..n]
+    /// Bytes compared so far.
+    at: u64,
+    /// The offset where the expected text and the log first part.
+    differs: Option<u64>,
+    expected: String,
+    got: Vec<u8>,
+}
+
+impl<R: Read> LogicalText<R> {
+    /// A comparison of `logical` that has checked its header line.
+    fn new(logical: R, packed: bool) -> std::io::Result<LogicalText<R>> {
+        let mut text = LogicalText {
+            logical,
+            packed,
+            at: 0,
+            differs: None,
+            expected: expected_header_line(),
+            got: Vec::new(),
+        };
+        text.compare()?;
+        Ok(text)
+    }
+
+    /// Compares the next bytes of the log with `self.expected`.
+    fn compare(&mut self) -> std::io::Result<()> {
+        if self.differs.is_some() {
+            return Ok(());
+        }
+        self.got.resize(self.expected.len(), 0);
+        let n = read_full(&mut self.logical, &mut self.got)?;
+        if let Some(i) = self.got[..n]
             .iter()
-            .zip(expected.as_bytes())
+            .zip(self.expected.as_bytes())
             .position(|(g, e)| g != e)
         {
-            return Ok(Some(at + i as u64));
+            self.differs = Some(self.at + i as u64);
+        } else if n != self.expected.len() {
+            self.differs = Some(self.at + n as u64);
         }
-        if n != expected.len() {
-            return Ok(Some(at + n as u64));
-        }
-        at += n as u64;
-        let Some(range) = batches.next() else {
-            // Nothing may follow the last batch.
+        self.at += n as u64;
+        Ok(())
+    }
+
+    /// Compares the next batch of the log with the lines of `events`.
+    fn batch(&mut self, events: &[Event]) -> std::io::Result<()> {
+        self.expected.clear();
+        chunk_rows::write_batch_lines(events, self.packed, &mut self.expected);
+        self.expected.push('\n');
+        self.compare()
+    }
+
+    /// Where the log and the expected text part, if they do: nothing may follow the last
+    /// batch.
+    fn finish(mut self) -> std::io::Result<Option<u64>> {
+        if self.differs.is_none() {
             let mut extra = [0u8; 1];
-            return Ok((read_full(&mut logical, &mut extra)? > 0).then_some(at));
-        };
-        expected.clear();
-        chunk_rows::write_batch_lines(&events[range.clone()], packed, &mut expected);
-        expected.push('\n');
+            if read_full(&mut self.logical, &mut extra)? > 0 {
+                self.differs = Some(self.at);
+            }
+        }
+        Ok(self.differs)
     }
 }
 
@@ -174,11 +208,12 @@ fn config(root: &Path, compression: Compression, packed: bool) -> JsonlConfig {
         .pack_chunks(packed)
 }
 
-/// Writes the batches `ranges` of `events` as one session through a fresh JSONL backend;
-/// returns the log path.
+/// Writes the batches `ranges` of `events` (contiguous from the first event) as one session
+/// through a fresh JSONL backend, each batch copied out of the log as it is written; returns
+/// the log path.
 async fn write_batches(
     root: &Path,
-    events: &[Event],
+    events: &Events,
     ranges: &[Range<usize>],
     compression: Compression,
     packed: bool,
@@ -186,9 +221,11 @@ async fn write_batches(
     let meta = round_trip_meta();
     let backend = JsonlBackend::open(config(root, compression, packed))
         .map_err(|e| persist_violation("opening the backend", &e))?;
+    let mut source = events.iter();
     for (i, range) in ranges.iter().enumerate() {
+        let batch: Vec<Event> = source.by_ref().take(range.len()).cloned().collect();
         backend
-            .append_batch(&meta, &events[range.clone()], i > 0)
+            .append_batch(&meta, &batch, i > 0)
             .await
             .map_err(|e| persist_violation(&format!("appending batch {i}"), &e))?;
     }
@@ -202,6 +239,83 @@ async fn write_batches(
     Ok(path)
 }
 
+/// Events asked of the read-back stream at a time.
+const READ_BATCH: usize = 4096;
+
+/// The comparison of the events read back with the events written, one event at a time:
+/// each read event must be the event written at its index, and the read events are gathered
+/// into the append batches the log was written in, each handed back when it is complete.
+struct ReadBack<'a> {
+    written: &'a Events,
+    ranges: &'a [Range<usize>],
+    /// Events received.
+    received: usize,
+    /// The index in `ranges` of the batch being gathered.
+    range: usize,
+    batch: Vec<Event>,
+}
+
+impl<'a> ReadBack<'a> {
+    fn new(written: &'a Events, ranges: &'a [Range<usize>]) -> ReadBack<'a> {
+        ReadBack {
+            written,
+            ranges,
+            received: 0,
+            range: 0,
+            batch: Vec::new(),
+        }
+    }
+
+    fn difference(&self, i: usize, read: Option<&Event>) -> Violation {
+        Violation::new(
+            NAME,
+            format!(
+                "event {i} read back differently: wrote {:?}, read {read:?}",
+                self.written.get(i)
+            ),
+        )
+    }
+
+    /// Takes the next event read; returns the batch it completes, if it does.
+    fn take(&mut self, event: Event) -> Result<Option<Vec<Event>>, Violation> {
+        let i = self.received;
+        if self.written.get(i) != Some(&event) {
+            return Err(self.difference(i, Some(&event)));
+        }
+        self.received += 1;
+        self.batch.push(event);
+        if self
+            .ranges
+            .get(self.range)
+            .is_some_and(|r| r.end == self.received)
+        {
+            self.range += 1;
+            return Ok(Some(std::mem::take(&mut self.batch)));
+        }
+        Ok(None)
+    }
+
+    /// The end of the read: every written event must have been read.
+    fn finish(&self) -> Check {
+        if self.received < self.written.len() {
+            return Err(self.difference(self.received, None));
+        }
+        Ok(())
+    }
+}
+
+/// The file's logical text (the plaintext of its frames, for zstd), as a stream.
+fn logical_text(path: &Path, compression: Compression) -> Result<Box<dyn Read>, Violation> {
+    let file = open_file(path)?;
+    Ok(match compression {
+        Compression::None => Box::new(file),
+        Compression::Zstd => Box::new(
+            zstd::stream::read::Decoder::new(file)
+                .map_err(|e| persist_violation("decoding the file", &e))?,
+        ),
+    })
+}
+
 async fn round_trip(
     events: &Events,
     cuts: &[usize],
@@ -210,82 +324,76 @@ async fn round_trip(
     roots: [&Path; 2],
 ) -> Check {
     let ranges = batch_ranges(events.len(), cuts);
-    let written = events.to_vec();
-    let path = write_batches(roots[0], &written, &ranges, compression, packed).await?;
+    let path = write_batches(roots[0], events, &ranges, compression, packed).await?;
 
+    // The backend finds the log by its id.
     let reader = JsonlBackend::open(config(roots[0], compression, packed))
         .map_err(|e| persist_violation("reopening the backend", &e))?;
-    let stored = reader
-        .load_stored(ROUND_TRIP_ID)
+    let found = reader
+        .read_stored_revision(ROUND_TRIP_ID)
         .await
-        .map_err(|e| persist_violation("loading the log", &e))?;
-    let Some(stored) = stored else {
-        reader
-            .close()
-            .await
-            .map_err(|e| persist_violation("closing the backend", &e))?;
-        return if written.is_empty() {
-            Ok(())
-        } else {
-            Err(Violation::new(NAME, "the written log is not found"))
-        };
-    };
-    if written.is_empty() {
-        return Err(Violation::new(NAME, "an empty log was materialized"));
-    }
-    if stored.torn.is_some() || stored.invalid_envelope.is_some() {
-        return Err(Violation::new(
-            NAME,
-            format!(
-                "a cleanly written log reads as damaged (torn: {:?}, invalid envelope: {:?})",
-                stored.torn, stored.invalid_envelope
-            ),
-        ));
-    }
-    if &*stored.meta.id != ROUND_TRIP_ID || stored.meta.cwd.as_deref() != Some(ROUND_TRIP_CWD) {
-        return Err(Violation::new(
-            NAME,
-            format!("header read back as {:?}", stored.meta),
-        ));
-    }
-    if let Some(i) = (0..written.len().max(stored.events.len()))
-        .find(|i| written.get(*i) != stored.events.get(*i))
-    {
-        return Err(Violation::new(
-            NAME,
-            format!(
-                "event {i} read back differently: wrote {:?}, read {:?}",
-                written.get(i),
-                stored.events.get(i)
-            ),
-        ));
-    }
-    // From here on the loaded events stand for the written ones (they are equal).
-    drop(written);
+        .map_err(|e| persist_violation("finding the log", &e))?;
     reader
         .close()
         .await
         .map_err(|e| persist_violation("closing the backend", &e))?;
-    // The file's logical text (the plaintext of its frames, for zstd), streamed.
-    let file = open_file(&path)?;
-    let logical: Box<dyn Read> = match compression {
-        Compression::None => Box::new(file),
-        Compression::Zstd => Box::new(
-            zstd::stream::read::Decoder::new(file)
-                .map_err(|e| persist_violation("decoding the file", &e))?,
-        ),
+    match (found.is_some(), events.is_empty()) {
+        (false, true) => return Ok(()),
+        (false, false) => return Err(Violation::new(NAME, "the written log is not found")),
+        (true, true) => return Err(Violation::new(NAME, "an empty log was materialized")),
+        (true, false) => {}
+    }
+    // Read back as a stream, with the checks a load applies to each record; a log that a load
+    // would find damaged (a torn tail, an invalid envelope, a seq gap) fails to read.
+    let reading_back = |e: session_persist::Error| {
+        Violation::new(
+            NAME,
+            format!("a cleanly written log does not read back: {e}"),
+        )
     };
-    let differs = logical_text_differs(logical, &stored.events, &ranges, packed)
-        .map_err(|e| persist_violation("reading the file", &e))?;
-    if let Some(at) = differs {
+    let mut stream = LogStream::open(&path).map_err(reading_back)?;
+    let meta = stream.header();
+    if &*meta.id != ROUND_TRIP_ID || meta.cwd.as_deref() != Some(ROUND_TRIP_CWD) {
+        return Err(Violation::new(
+            NAME,
+            format!("header read back as {meta:?}"),
+        ));
+    }
+    let reading = |e: std::io::Error| persist_violation("reading the file", &e);
+    let mut text = LogicalText::new(logical_text(&path, compression)?, packed).map_err(reading)?;
+    // Each batch read back is compared with the file's text and written again, batch for
+    // batch, then dropped.
+    let meta = round_trip_meta();
+    let copy = JsonlBackend::open(config(roots[1], compression, packed))
+        .map_err(|e| persist_violation("opening the backend", &e))?;
+    let mut read_back = ReadBack::new(events, &ranges);
+    let mut appended = 0;
+    while let Some(read) = stream.next_batch(READ_BATCH).map_err(reading_back)? {
+        for event in read {
+            let Some(batch) = read_back.take(event)? else {
+                continue;
+            };
+            text.batch(&batch).map_err(reading)?;
+            copy.append_batch(&meta, &batch, appended > 0)
+                .await
+                .map_err(|e| persist_violation(&format!("appending batch {appended}"), &e))?;
+            appended += 1;
+        }
+    }
+    drop(stream);
+    read_back.finish()?;
+    if let Some(at) = text.finish().map_err(reading)? {
         return Err(Violation::new(
             NAME,
             format!("the file's logical text differs from the expected text at byte {at}"),
         ));
     }
-    // Re-encode what was read, batch for batch, and compare the files byte for byte.
-    let path2 = write_batches(roots[1], &stored.events, &ranges, compression, packed).await?;
-    drop(stored);
+    let path2 = copy
+        .log_path(&meta)
+        .map_err(|e| persist_violation("locating the log", &e))?;
+    copy.close()
+        .await
+        .map_err(|e| persist_violation("closing the backend", &e))?;
     let differs = first_byte_difference(open_file(&path)?, open_file(&path2)?)
         .map_err(|e| persist_violation("reading the file", &e))?;
     if let Some(at) = differs {
@@ -309,17 +417,23 @@ async fn round_trip(
 /// and writing the loaded events again must give byte-identical files. The temporary
 /// directories are removed afterwards.
 ///
-/// Memory: besides `events`, one vector of event handles (while writing) and one loaded copy
-/// of the events; the logical text is streamed from the file and compared one batch at a
-/// time, and files are compared in 64 KiB blocks.
+/// Memory: besides `events`, a few batches of event handles: the batch being written, and
+/// while the log is read back ([`LogStream`], a bounded stream with the checks a load applies
+/// to each record) the events of one read and of the append batch being gathered, which is
+/// compared with the file's logical text (streamed from the file), written again and dropped.
+/// Files are compared in 64 KiB blocks.
 pub fn check_persistence_round_trip(
     events: &Events,
     cuts: &[usize],
     compression: Compression,
     packed: bool,
 ) -> Check {
+    // The backend's blocking work runs one job at a time here, so one thread serves it: every
+    // blocking job on a thread of its own would give each its own allocator arena, each
+    // holding its own encoder buffers.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .max_blocking_threads(1)
         .build()
         .map_err(|e| persist_violation("starting a runtime", &e))?;
     let scratch =
@@ -359,7 +473,13 @@ mod tests {
         let events = events();
         let ranges = batch_ranges(events.len(), &[1]);
         let good = text(&events, &ranges);
-        let differs = |bytes: &[u8]| logical_text_differs(bytes, &events, &ranges, false).unwrap();
+        let differs = |bytes: &[u8]| {
+            let mut text = LogicalText::new(bytes, false).unwrap();
+            for r in &ranges {
+                text.batch(&events[r.clone()]).unwrap();
+            }
+            text.finish().unwrap()
+        };
         assert_eq!(differs(&good), None);
         let mut changed = good.clone();
         let last = changed.len() - 3;
@@ -375,6 +495,55 @@ mod tests {
         // The same events in one batch are the same text: batches end in a newline each.
         let one = text(&events, &batch_ranges(events.len(), &[]));
         assert_eq!(differs(&one), None);
+    }
+
+    /// The sizes of the batches `read` completes, or the violation it stops at.
+    fn read_back(
+        written: &[Event],
+        cuts: &[usize],
+        read: &[Event],
+    ) -> Result<Vec<usize>, Violation> {
+        let written = Events::from_vec(written.to_vec());
+        let ranges = batch_ranges(written.len(), cuts);
+        let mut back = ReadBack::new(&written, &ranges);
+        let mut sizes = Vec::new();
+        for event in read {
+            sizes.extend(back.take(event.clone())?.map(|b| b.len()));
+        }
+        back.finish()?;
+        Ok(sizes)
+    }
+
+    #[test]
+    fn events_read_back_are_compared_and_gathered_batch_by_batch() {
+        let written = events();
+        assert_eq!(read_back(&written, &[1], &written), Ok(vec![1, 2]));
+        assert_eq!(read_back(&written, &[], &written), Ok(vec![3]));
+
+        // A different event is named with what was written and what was read.
+        let other = Event::appended("y", 1, 7, Value::parse("null").unwrap(), None, None);
+        let read = [written[0].clone(), other, written[2].clone()];
+        let v = read_back(&written, &[2], &read).unwrap_err();
+        assert!(
+            v.detail
+                .starts_with("event 1 read back differently: wrote Some({\"type\":\"x\""),
+            "{v}"
+        );
+        assert!(v.detail.contains("read Some({\"type\":\"y\""), "{v}");
+
+        // Fewer events than were written, or more.
+        let v = read_back(&written, &[], &written[..2]).unwrap_err();
+        assert!(
+            v.detail.starts_with("event 2 read back differently: "),
+            "{v}"
+        );
+        assert!(v.detail.ends_with("read None"), "{v}");
+        let v = read_back(&written[..2], &[], &written).unwrap_err();
+        assert!(
+            v.detail
+                .starts_with("event 2 read back differently: wrote None"),
+            "{v}"
+        );
     }
 
     #[test]

@@ -8,10 +8,10 @@ use session_surface::Session;
 use std::sync::Arc;
 
 use crate::{
-    Check, Violation, check_closers_balance, check_incremental_derivation_with,
-    check_messages_project_nodes, check_persistence_round_trip, check_replay_restored,
-    check_replay_snapshot, check_seqs_contiguous, check_surface_matches_fold,
-    check_transcript_holds_appends, check_turn_invariant, restore_replay_shared,
+    Check, ReplayBasis, Violation, check_closers_balance, check_messages_match_restored,
+    check_messages_project_nodes, check_nodes_match_fold, check_persistence_round_trip,
+    check_seqs_contiguous, check_surface_positions, check_transcript_holds_appends,
+    check_turn_invariant,
 };
 
 /// How [`check_stored_log`] runs.
@@ -35,12 +35,14 @@ pub struct StoredLogChecks {
 /// `header` the session header record.
 ///
 /// Memory: the checks run one after the other and share what they can. One session is built
-/// from the log; the fresh replay that `incremental_derivation` and `replay_marker` both
-/// compare with is restored once ([`restore_replay_shared`](crate::restore_replay_shared):
-/// `Session::from_restore_events` over the log's own events, not a second copy as JSON
-/// values), after the snapshot replay is dropped; the session and the replay are dropped
-/// before the round trip, which holds one loaded copy of the events and streams the file (see
-/// [`check_persistence_round_trip`]).
+/// from the log, sharing its storage (`Session::create_from_events` takes the events as they
+/// are); the checks that read its surface and transcript run first, then only its node list
+/// and [`ReplayBasis`] (log, messages, request header) are kept and the session is dropped.
+/// The fresh fold of the log, the snapshot replay and the restored replay
+/// ([`ReplayBasis::restore`]: `Session::from_restore_events` over the log's own events, not a
+/// second copy as JSON values) are then alive one at a time, each sharing the log's storage.
+/// The closers are checked on a log that continues from the stored one, and the round trip
+/// writes and reads the log back a batch at a time (see [`check_persistence_round_trip`]).
 pub fn check_stored_log(
     id: &str,
     events: &Events,
@@ -51,7 +53,7 @@ pub fn check_stored_log(
     let clock: SharedClock = Arc::new(FixedClock::new(0));
     let mut checks = vec![("seqs_contiguous", check_seqs_contiguous(events))];
     match Session::create_from_events(id, Some(events.clone()), Some(header), clock) {
-        Ok(session) => checks.extend(session_checks(&session)),
+        Ok(session) => checks.extend(session_checks(session)),
         Err(e) => checks.push((
             "session_builds",
             Err(Violation::new("session_builds", e.to_string())),
@@ -75,23 +77,29 @@ pub fn check_stored_log(
     checks
 }
 
-/// The session-level checks of [`check_stored_log`], one replay alive at a time.
-fn session_checks(session: &Session) -> [(&'static str, Check); 4] {
-    let surface = check_surface_matches_fold(session);
-    let transcript = check_transcript_holds_appends(session);
-    let snapshot = check_replay_snapshot(session);
-    let (incremental, replay) = match restore_replay_shared(session) {
+/// The session-level checks of [`check_stored_log`], one replay alive at a time. The checks
+/// that read the session's own derived state run first; then only its node list, replace
+/// generation and [`ReplayBasis`] are kept and the session is dropped, before the fresh fold
+/// of the log is compared with its nodes, the snapshot replay is built and dropped, and then
+/// the restored replay.
+fn session_checks(session: Session) -> [(&'static str, Check); 4] {
+    let nodes = session.surface().nodes().to_vec();
+    let generation = session.replace_generation();
+    let positions = check_surface_positions(&session, &nodes);
+    let transcript = check_transcript_holds_appends(&session);
+    let basis = ReplayBasis::of(&session);
+    let projected = check_messages_project_nodes(basis.messages(), &nodes, &session.events());
+    drop(session);
+    let surface = check_nodes_match_fold(&nodes, generation, basis.events()).and(positions);
+    drop(nodes);
+    let snapshot = basis.check_snapshot();
+    let (incremental, replay) = match basis.restore() {
         Ok(restored) => (
-            check_incremental_derivation_with(session, &restored),
-            snapshot.and_then(|()| check_replay_restored(session, &restored)),
+            projected.and_then(|()| check_messages_match_restored(basis.messages(), &restored)),
+            snapshot.and_then(|()| basis.check_restored(&restored)),
         ),
         Err(e) => {
             let failed = |name| Violation::new(name, format!("restoring the log failed: {e}"));
-            let projected = check_messages_project_nodes(
-                &session.derive_messages(),
-                &session.surface().nodes().to_vec(),
-                &session.events(),
-            );
             (
                 projected.and_then(|()| Err(failed("incremental_derivation"))),
                 snapshot.and_then(|()| Err(failed("replay_marker"))),

@@ -146,10 +146,18 @@ fn verify_file(file: &Path, strict: bool) -> FileResult {
             strict,
         };
         let header = inspection.meta.to_value();
-        let checks = check_stored_log(&id, &inspection.events, header, stored, how)
-            .into_iter()
-            .map(|(name, check)| outcome(name, check))
-            .collect();
+        // The checks run on a thread started after the read's threads have ended: glibc's
+        // allocator gives a new thread the arena a finished one left, with the memory the
+        // read's derived state (dropped above) freed there, which the main thread's arena
+        // cannot reuse (36 MiB less peak RSS on the 1.3M-event benchmark log).
+        let checks = std::thread::scope(|s| {
+            s.spawn(|| check_stored_log(&id, &inspection.events, header, stored, how))
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+        .into_iter()
+        .map(|(name, check)| outcome(name, check))
+        .collect();
         Ok((checks, n))
     };
     match run() {

@@ -966,12 +966,21 @@ impl Event {
         }
     }
 
+    /// Whether `sourceEventSeqs` is present, without building the array value of runs (which
+    /// [`Event::source_event_seqs_value`] builds once and keeps).
+    fn has_source_event_seqs(&self) -> bool {
+        match &self.0 {
+            Repr::Verbatim(v) => v.value.get("sourceEventSeqs").is_some(),
+            _ => self.single().is_some_and(|e| e.source_event_seqs.is_some()),
+        }
+    }
+
     fn present_order(&self) -> Vec<EnvKey> {
         self.key_order()
             .iter()
             .filter(|k| match k {
                 EnvKey::SurfaceOp => self.surface_op_value().is_some(),
-                EnvKey::SourceEventSeqs => self.source_event_seqs_value().is_some(),
+                EnvKey::SourceEventSeqs => self.has_source_event_seqs(),
                 EnvKey::Ignorable => self.ignorable(),
                 _ => true,
             })

@@ -319,20 +319,7 @@ impl Session {
                     session.seed_value(index, value, mode)?;
                 }
             }
-            Some(Seed::Events(events)) => {
-                for (index, event) in events.iter().enumerate() {
-                    // Events are stored data (a fork prefix, a stored log): the stricter rules
-                    // of a live append do not apply to them (see `Event::snapshot_for_seed`).
-                    let event = match mode {
-                        SeedMode::Snapshot => event.snapshot_for_seed(),
-                        SeedMode::Restore => event.clone(),
-                    };
-                    if event.event_type() == "request/header-delta" {
-                        return Err(Error::SeedLegacyHeaderDelta { index });
-                    }
-                    session.accept_seed_event(index, event)?;
-                }
-            }
+            Some(Seed::Events(events)) => session.seed_events(&events, mode)?,
         }
         session.first_live_seq = session.log.next_seq();
         if mode == SeedMode::Restore {
@@ -362,6 +349,48 @@ impl Session {
         Ok(session)
     }
 
+    /// The seed checks and folds of a seed of events. Events are stored data (a fork prefix, a
+    /// stored log): the stricter rules of a live append do not apply to them (see
+    /// `Event::snapshot_for_seed`). The leading events the seed takes as they are (in a
+    /// stored log, usually all of them) are checked and folded like a restore's, and the log
+    /// then shares the seed's storage for them instead of pushing their handles again; the
+    /// events from the first one that is respelled on are committed one by one.
+    fn seed_events(&mut self, seed: &Events, mode: SeedMode) -> Result<()> {
+        let take = |event: &Event| match mode {
+            SeedMode::Snapshot => event.snapshot_for_seed(),
+            SeedMode::Restore => event.clone(),
+        };
+        let mut respelled = None;
+        for (index, event) in seed.iter().enumerate() {
+            let taken = take(event);
+            if !taken.ptr_eq(event) {
+                respelled = Some((index, taken));
+                break;
+            }
+            let lookup = |seq: u64| {
+                usize::try_from(seq)
+                    .ok()
+                    .filter(|&i| i < index)
+                    .and_then(|i| seed.get(i))
+                    .cloned()
+            };
+            self.restore_step(index, event, &lookup)?;
+        }
+        let Some((first, taken)) = respelled else {
+            self.log = Log::from_events(seed.clone());
+            return Ok(());
+        };
+        self.log = Log::from_events(seed.prefix(first));
+        let rest = seed.iter().skip(first + 1).map(take);
+        for (index, event) in (first..).zip(std::iter::once(taken).chain(rest)) {
+            if event.event_type() == "request/header-delta" {
+                return Err(Error::SeedLegacyHeaderDelta { index });
+            }
+            self.accept_seed_event(index, event)?;
+        }
+        Ok(())
+    }
+
     /// Restore mode over parsed events: the header first, then every seed check of
     /// [`Session::seed_value`] after the envelope (which an [`Event`] always satisfies); the
     /// validated events become the log as they are.
@@ -389,7 +418,8 @@ impl Session {
     }
 
     /// One event of a restore (the loop body of [`Session::restore_events`] and
-    /// [`RestoreBuilder::push`]): the seed checks and the fold, without touching the log.
+    /// [`RestoreBuilder::push`]) or of a seed event taken as it is
+    /// ([`Session::seed_events`]): the seed checks and the fold, without touching the log.
     fn restore_step(
         &mut self,
         index: usize,

@@ -1006,6 +1006,76 @@ fn create_from_events_shares_and_revalidates() {
 }
 
 #[test]
+fn create_from_events_respells_from_the_first_event_it_must_change() {
+    // The events before the first respelled one are taken as they are (the log shares the
+    // seed's storage for them); that one is respelled and the later ones are taken as they
+    // are too, every one of them checked.
+    let header = v(r#"{"version":0,"id":"s","createdAt":1}"#);
+    let stored = [
+        r#"{"type":"plugin/x","seq":0,"time":0,"data":{"a":1}}"#,
+        r#"{"type":"plugin/x","seq":1,"time":0,"data":{"a":1.0}}"#,
+        r#"{"type":"user/message","seq":2,"time":0,"data":{"id":"u","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+    ];
+    let restored =
+        Session::from_restore("s", stored.iter().map(|e| v(e)).collect(), &header, clock())
+            .unwrap();
+    let seed = restored.events();
+    let child = Session::create_from_events("c", Some(seed.clone()), None, clock()).unwrap();
+    assert_eq!(
+        child.events().len(),
+        seed.len(),
+        "the seed ends in its marker"
+    );
+    for i in [0, 2, 3] {
+        assert!(
+            child
+                .event(i)
+                .unwrap()
+                .ptr_eq(seed.get(i as usize).unwrap()),
+            "{i}"
+        );
+    }
+    assert!(!child.event(1).unwrap().ptr_eq(seed.get(1).unwrap()));
+    assert_eq!(child.event(1).unwrap().data().to_json(), r#"{"a":1}"#);
+    assert_eq!(child.first_live_seq(), 4);
+    assert_eq!(child.surface().nodes(), vec![2]);
+    assert_eq!(child.derive_messages(), restored.derive_messages());
+    // A seq gap is found at its index both before and after a respelled event.
+    let event = |text: &str| session_core::Event::from_value(&v(text)).unwrap();
+    for (events, index) in [
+        (
+            vec![
+                stored[0],
+                stored[1],
+                r#"{"type":"plugin/x","seq":3,"time":0,"data":{}}"#,
+            ],
+            2,
+        ),
+        (
+            vec![
+                stored[0],
+                r#"{"type":"plugin/x","seq":2,"time":0,"data":{"a":1.0}}"#,
+            ],
+            1,
+        ),
+    ] {
+        let events: Vec<_> = events.into_iter().map(event).collect();
+        let seq = events[index].seq();
+        assert_eq!(
+            err(Session::create_from_events(
+                "c",
+                Some(events.into()),
+                None,
+                clock()
+            )),
+            format!(
+                "seed event at index {index} has seq {seq} (expected {index}); seed must be contiguous from 0"
+            )
+        );
+    }
+}
+
+#[test]
 fn default_header_uses_the_clock() {
     // session-core §8.2 #55 and #60 (Session.create without a store)
     let clock: SharedClock = Arc::new(FixedClock::new(1_767_225_600_000));
