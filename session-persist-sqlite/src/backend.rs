@@ -41,7 +41,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::Connection;
 use session_core::{Event, SessionHeader};
-use session_persist::{Backend, Revision, StoredPrefix, StoredSuffix, TornMarker};
+use session_persist::{Backend, Revision, StoredPage, StoredPrefix, StoredSuffix, TornMarker};
 
 use crate::error::{Error, Result};
 use crate::schema::RowData;
@@ -403,6 +403,26 @@ impl SqliteBackend {
         }))
     }
 
+    /// [`Backend::load_stored_page`] with this crate's error type.
+    pub async fn load_page(
+        &self,
+        id: &str,
+        from_seq: u64,
+        max_events: usize,
+    ) -> Result<Option<StoredPage>> {
+        let id = id.to_owned();
+        let loaded = self
+            .run(move |s| s.load_stored_page(&id, from_seq, max_events))
+            .await?;
+        Ok(loaded.map(|(meta, events, torn)| StoredPage {
+            meta: meta.meta,
+            header_value: meta.header_value,
+            revision: meta.revision,
+            events,
+            torn,
+        }))
+    }
+
     /// [`Backend::append_batch`] with this crate's error type.
     pub async fn append(
         &self,
@@ -507,6 +527,15 @@ impl Backend for SqliteBackend {
         from_seq: u64,
     ) -> session_persist::Result<Option<StoredSuffix>> {
         Ok(self.load_from(id, from_seq).await?)
+    }
+
+    async fn load_stored_page(
+        &self,
+        id: &str,
+        from_seq: u64,
+        max_events: usize,
+    ) -> session_persist::Result<Option<StoredPage>> {
+        Ok(self.load_page(id, from_seq, max_events).await?)
     }
 
     async fn append_batch(
