@@ -262,6 +262,11 @@ fn stored_bytes(store: &Store, id: &str, file: Option<&Path>) -> u64 {
             .flatten()
             .map_or(0, |r| r.data_bytes + r.column_bytes);
     }
+    file_bytes(file)
+}
+
+/// The length of a log file (0 when there is none).
+fn file_bytes(file: Option<&Path>) -> u64 {
     file.and_then(|f| std::fs::metadata(f).ok())
         .map_or(0, |m| m.len())
 }
@@ -376,6 +381,11 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             }
         }
     }
+    // The source store is closed once its events are read: its runtime and threads are not
+    // kept while the copy is written and read back.
+    let source_sqlite = store.sqlite().is_some();
+    let source_jsonl = store.jsonl().is_some();
+    store.close()?;
     let dest = Store::open(&dest_at)?;
     let event_count = events.len() as u64;
     let mut batch_count = 0u64;
@@ -389,7 +399,7 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     })?;
     let dest_file = dest.log_file(&meta);
     // SQLite rows give events back in the live-append key order.
-    let fixed_order = store.sqlite().is_some() || dest.sqlite().is_some();
+    let fixed_order = source_sqlite || dest.sqlite().is_some();
     dest.close()?;
     let header = comparable_header(&meta);
     // Verify: a fresh backend reads back the same header and events, a bounded part of the
@@ -427,7 +437,7 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             }
             Ok::<_, Error>(copy.finish())
         })?;
-    let databases = store.jsonl().is_none() || check.jsonl().is_none();
+    let databases = !source_jsonl || check.jsonl().is_none();
     drop(events);
     if !verified {
         return Err(Error::failed_at(
@@ -446,7 +456,14 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
         let source_text = source_file.as_deref().and_then(log_text_print);
         Some(source_text.is_some() && source_text == dest_file.as_deref().and_then(log_text_print))
     };
-    let from_bytes = stored_bytes(&store, &id, source_file.as_deref());
+    let from_bytes = if source_sqlite {
+        let source = Store::open(&target.at)?;
+        let n = stored_bytes(&source, &id, source_file.as_deref());
+        source.close()?;
+        n
+    } else {
+        file_bytes(source_file.as_deref())
+    };
     let to_bytes = stored_bytes(&check, &id, dest_file.as_deref());
     if inv.global.json {
         let side = |at: &StoreAt, file: &Option<PathBuf>, n: u64| {
@@ -510,8 +527,7 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             "  verified: header and events read back identical; {detail}"
         ))?;
     }
-    check.close()?;
-    store.close()
+    check.close()
 }
 
 #[cfg(test)]

@@ -456,35 +456,35 @@ impl SqliteBackend {
     }
 
     /// What a session occupies in the database, measured from its rows (`None`: no such
-    /// session). Decompresses every compressed `data` value once, so it costs a full read.
+    /// session). Decompresses every compressed `data` value once, so it costs a full read;
+    /// the rows are visited one at a time, never held together.
     pub async fn row_stats(&self, id: &str) -> Result<Option<RowStats>> {
         let id = id.to_owned();
-        let rows = self.run(move |s| s.physical_rows(&id)).await?;
-        let Some(rows) = rows else {
-            return Ok(None);
-        };
-        let mut stats = RowStats::default();
-        for row in &rows {
-            stats.rows += 1;
-            if codec::is_packed(row) {
-                stats.packed_rows += 1;
-            }
-            let stored = match &row.data {
-                RowData::Text(t) => t.len(),
-                RowData::Blob(b) => {
-                    stats.compressed_rows += 1;
-                    b.len()
+        self.run(move |s| {
+            let mut stats = RowStats::default();
+            let found = s.each_physical_row(&id, |row| {
+                stats.rows += 1;
+                if codec::is_packed(row) {
+                    stats.packed_rows += 1;
                 }
-            };
-            stats.data_bytes += stored as u64;
-            stats.text_bytes += codec::decode_data(&row.data, codec::MAX_SCALAR_DATA_BYTES)
-                .map_or(stored, |t| t.len()) as u64;
-            stats.column_bytes += (row.ty.len()
-                + row.source_event_seqs.as_ref().map_or(0, Vec::len)
-                + row.surface_op.as_ref().map_or(0, String::len))
-                as u64;
-        }
-        Ok(Some(stats))
+                let stored = match &row.data {
+                    RowData::Text(t) => t.len(),
+                    RowData::Blob(b) => {
+                        stats.compressed_rows += 1;
+                        b.len()
+                    }
+                };
+                stats.data_bytes += stored as u64;
+                stats.text_bytes += codec::decode_data(&row.data, codec::MAX_SCALAR_DATA_BYTES)
+                    .map_or(stored, |t| t.len()) as u64;
+                stats.column_bytes += (row.ty.len()
+                    + row.source_event_seqs.as_ref().map_or(0, Vec::len)
+                    + row.surface_op.as_ref().map_or(0, String::len))
+                    as u64;
+            })?;
+            Ok(found.map(|()| stats))
+        })
+        .await
     }
 
     /// [`Backend::close`] with this crate's error type. Closing a store that never opened

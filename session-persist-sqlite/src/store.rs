@@ -291,13 +291,23 @@ impl Store {
         Ok(Some((self.stored_meta(&row)?, scan)))
     }
 
-    /// The physical rows of a session, read in one transaction (`None`: no session row).
-    pub(crate) fn physical_rows(&self, id: &str) -> Result<Option<Vec<EventRow>>> {
+    /// Visits the physical rows of a session in seq order, one at a time, in one read
+    /// transaction (`None`: no session row); no more than one row is held.
+    pub(crate) fn each_physical_row(
+        &self,
+        id: &str,
+        mut visit: impl FnMut(&EventRow),
+    ) -> Result<Option<()>> {
         self.transaction(sql::BEGIN, "read", |s| {
             if s.session_row(id)?.is_none() {
                 return Ok(None);
             }
-            Ok(Some(s.all_rows(id)?))
+            let mut stmt = s.conn.prepare_cached(sql::SELECT_EVENTS)?;
+            let mut rows = stmt.query([id])?;
+            while let Some(cells) = rows.next()? {
+                visit(&EventRow::decode(&row_cells(cells, EVENT_COLUMNS.len())?)?);
+            }
+            Ok(Some(()))
         })
     }
 

@@ -1,6 +1,7 @@
 //! Paged reads of a stored log (`Backend::load_stored_page`): the pages of any size give
 //! exactly the stored prefix, packed rows split across pages included; a torn tail ends the
 //! last page; committed corruption fails the page that reaches it.
+#![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use session_core::Event;
 use session_persist::{Backend, TornMarker};
