@@ -314,7 +314,7 @@ proptest! {
             prop_assert_eq!(child.derive_messages().to_vec(), messages_of(&events, &nodes));
             child_holds(&parent, &child, &[c.seq])?;
             // The stored-log path builds the same child.
-            let stored = uncompact_events(parent.id(), None, &events, &Undo::Seqs(vec![c.seq]), "child", clock())
+            let stored = uncompact_events(parent.id(), None, events.clone(), &Undo::Seqs(vec![c.seq]), "child", clock())
                 .map_err(|e| fail("uncompact_events", &e))?;
             prop_assert_eq!(stored.events(), child.events());
             // Every parent event after the undone replace is carried at its own seq.

@@ -316,23 +316,41 @@ pub(crate) fn uncompact(global: &Global, args: &UncompactArgs, out: &mut Out) ->
         .iter()
         .filter(|&&n| message_at(&events, n).is_some())
         .count();
-    let child = uncompact_events(
-        &target.id,
-        meta.cwd.as_deref(),
-        &events,
-        &args.undo,
-        &args.child,
-        clock,
-    )
-    .map_err(|e| {
-        let hint = match &e {
-            session_fork::Error::Uncompact(_) => {
-                Some("`sessionctl compactions` lists the seqs of the replaces".into())
-            }
-            _ => None,
-        };
-        Error::failed(e.to_string(), hint)
-    })?;
+    // The child is built on the runtime's blocking pool, the thread the read ran on: the
+    // read's derived state (surface, messages, transcript) was allocated there and is freed
+    // by now, and the allocator (glibc keeps an arena per thread) gives that memory back to
+    // the same thread's allocations, where the main thread would take fresh pages for the
+    // child's log and derived state.
+    let (parent_id, parent_cwd, undo, child_id) = (
+        target.id.clone(),
+        meta.cwd.clone(),
+        args.undo.clone(),
+        args.child.clone(),
+    );
+    let child = store
+        .block_on(async move {
+            tokio::task::spawn_blocking(move || {
+                uncompact_events(
+                    &parent_id,
+                    parent_cwd.as_deref(),
+                    events,
+                    &undo,
+                    &child_id,
+                    clock,
+                )
+            })
+            .await
+        })
+        .map_err(|e| Error::failed(format!("building the child failed: {e}"), None))?
+        .map_err(|e| {
+            let hint = match &e {
+                session_fork::Error::Uncompact(_) => {
+                    Some("`sessionctl compactions` lists the seqs of the replaces".into())
+                }
+                _ => None,
+            };
+            Error::failed(e.to_string(), hint)
+        })?;
     let undone: Vec<u64> = match &args.undo {
         Undo::Seqs(s) => {
             let mut s = s.clone();

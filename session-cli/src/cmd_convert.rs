@@ -100,7 +100,7 @@ fn comparable_header(meta: &SessionHeader) -> SessionHeader {
 }
 
 /// A 128-bit fingerprint of a byte stream (two salted `SipHash` passes), fed in pieces: how
-/// `convert` compares texts and events without holding both sides.
+/// `convert` compares two logical texts without holding either.
 struct Fingerprint(std::hash::DefaultHasher, std::hash::DefaultHasher);
 
 impl Fingerprint {
@@ -123,13 +123,6 @@ impl Fingerprint {
         use std::hash::Hasher as _;
         (self.0.finish(), self.1.finish())
     }
-}
-
-/// The fingerprint of `bytes`.
-fn fingerprint(bytes: &[u8]) -> (u64, u64) {
-    let mut f = Fingerprint::new();
-    f.update(bytes);
-    f.finish()
 }
 
 /// The fingerprint of a JSONL log's logical text, read as a stream (a `.zstd` file decoded
@@ -156,57 +149,25 @@ fn log_text_print(path: &Path) -> Option<(u64, u64)> {
     Some(f.finish())
 }
 
-/// A source event as `convert` compares its copy with it: the fingerprint of its JSON, and
-/// when a database is on either side, of its JSON in the live-append key order.
-#[derive(Clone, Copy)]
-struct EventPrint {
-    json: (u64, u64),
-    append: Option<(u64, u64)>,
-}
-
-impl EventPrint {
-    fn of(event: &Event, fixed_order: bool) -> EventPrint {
-        EventPrint {
-            json: fingerprint(event.to_json().as_bytes()),
-            append: fixed_order.then(|| fingerprint(event.in_append_order().to_json().as_bytes())),
-        }
-    }
-}
-
-/// How many events `convert` reads back at a time from a JSONL copy.
+/// How many events `convert` reads back at a time from the copy.
 const READ_BACK_EVENTS: usize = 4096;
 
-/// The source events a copy is compared with: held, or as fingerprints.
-enum Expected {
-    /// The events, and whether a database is on either side (see [`EventPrint`]).
-    Events(Events, bool),
-    /// Their fingerprints.
-    Prints(Vec<EventPrint>),
+/// Which envelope key orders a copied event may be in and still verify.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyOrders {
+    /// The source's only: its JSON is byte-identical.
+    Source,
+    /// The source's or the live-append order (a database on either side: `SQLite` rows give
+    /// events back in the live-append key order).
+    SourceOrAppend,
 }
 
-impl Expected {
-    fn len(&self) -> usize {
-        match self {
-            Expected::Events(events, _) => events.len(),
-            Expected::Prints(prints) => prints.len(),
-        }
-    }
-
-    fn get(&self, i: usize) -> Option<EventPrint> {
-        match self {
-            Expected::Events(events, fixed_order) => {
-                events.get(i).map(|e| EventPrint::of(e, *fixed_order))
-            }
-            Expected::Prints(prints) => prints.get(i).copied(),
-        }
-    }
-}
-
-/// A copy's header and events, fed in order, compared with the source's: whether the copy
-/// verifies (each event's JSON, or its live-append-order JSON when a database is on either
-/// side, is the source's) and whether every event's JSON is identical.
+/// A copy's header and events, fed in order, compared with the source's events: whether the
+/// copy verifies (each event's JSON, or its live-append-order JSON when a database is on
+/// either side, is the source's) and whether every event's JSON is identical.
 struct CopyCheck<'a> {
-    expected: &'a Expected,
+    expected: &'a Events,
+    key_order: KeyOrders,
     header: &'a SessionHeader,
     read: usize,
     header_same: bool,
@@ -215,9 +176,10 @@ struct CopyCheck<'a> {
 }
 
 impl<'a> CopyCheck<'a> {
-    fn new(expected: &'a Expected, header: &'a SessionHeader) -> CopyCheck<'a> {
+    fn new(expected: &'a Events, key_order: KeyOrders, header: &'a SessionHeader) -> CopyCheck<'a> {
         CopyCheck {
             expected,
+            key_order,
             header,
             read: 0,
             header_same: false,
@@ -238,12 +200,11 @@ impl<'a> CopyCheck<'a> {
                 return;
             };
             self.read += 1;
-            let json = fingerprint(event.to_json().as_bytes());
-            self.identical &= json == source.json;
-            self.verified &= json == source.json
-                || source.append.is_some_and(|p| {
-                    p == fingerprint(event.in_append_order().to_json().as_bytes())
-                });
+            let same = event.to_json() == source.to_json();
+            self.identical &= same;
+            self.verified &= same
+                || (self.key_order == KeyOrders::SourceOrAppend
+                    && event.in_append_order().to_json() == source.in_append_order().to_json());
         }
     }
 
@@ -257,6 +218,41 @@ impl<'a> CopyCheck<'a> {
     }
 }
 
+/// Feeds a stored copy of session `id` to `copy` a page of `page_events` events at a time
+/// ([`session_persist::Backend::load_stored_page`]), so that the copy is never held whole.
+/// `false` when the copy cannot verify whatever its events: it is missing, a torn tail
+/// follows its prefix, or it changed between two pages (another revision).
+async fn read_back_pages(
+    backend: &dyn session_persist::Backend,
+    id: &str,
+    page_events: usize,
+    copy: &mut CopyCheck<'_>,
+) -> session_persist::Result<bool> {
+    let mut revision = None;
+    let mut from = 0u64;
+    loop {
+        let Some(page) = backend.load_stored_page(id, from, page_events).await? else {
+            return Ok(false);
+        };
+        match &revision {
+            None => {
+                copy.header(&page.meta);
+                revision = Some(page.revision);
+            }
+            Some(r) if *r != page.revision => return Ok(false),
+            Some(_) => {}
+        }
+        copy.feed(&page.events);
+        if page.torn {
+            return Ok(false);
+        }
+        if page.events.len() < page_events.max(1) {
+            return Ok(true);
+        }
+        from += page.events.len() as u64;
+    }
+}
+
 /// What a session occupies in a store: its log file, or its rows.
 fn stored_bytes(store: &Store, id: &str, file: Option<&Path>) -> u64 {
     if let Some(sqlite) = store.sqlite() {
@@ -266,6 +262,11 @@ fn stored_bytes(store: &Store, id: &str, file: Option<&Path>) -> u64 {
             .flatten()
             .map_or(0, |r| r.data_bytes + r.column_bytes);
     }
+    file_bytes(file)
+}
+
+/// The length of a log file (0 when there is none).
+fn file_bytes(file: Option<&Path>) -> u64 {
     file.and_then(|f| std::fs::metadata(f).ok())
         .map_or(0, |m| m.len())
 }
@@ -380,6 +381,11 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             }
         }
     }
+    // The source store is closed once its events are read: its runtime and threads are not
+    // kept while the copy is written and read back.
+    let source_sqlite = store.sqlite().is_some();
+    let source_jsonl = store.jsonl().is_some();
+    store.close()?;
     let dest = Store::open(&dest_at)?;
     let event_count = events.len() as u64;
     let mut batch_count = 0u64;
@@ -393,53 +399,46 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     })?;
     let dest_file = dest.log_file(&meta);
     // SQLite rows give events back in the live-append key order.
-    let fixed_order = store.sqlite().is_some() || dest.sqlite().is_some();
+    let fixed_order = source_sqlite || dest.sqlite().is_some();
     dest.close()?;
     let header = comparable_header(&meta);
-    // Verify: a fresh backend reads back the same header and events.
+    // Verify: a fresh backend reads back the same header and events, a bounded part of the
+    // copy at a time, compared with the source's events as it is read.
     let check = Store::open(&dest_at)?;
-    let stream_back = check.jsonl().is_some() && dest_file.is_some();
-    let expected = if stream_back {
-        // The copy is streamed back and compared with the source's events as it is read.
-        Expected::Events(events, fixed_order)
-    } else {
-        // A database copy is read back whole, so the source is compared through fingerprints
-        // and its events are dropped first: one session's events are held at a time.
-        let prints = events
-            .iter()
-            .map(|e| EventPrint::of(e, fixed_order))
-            .collect();
-        drop(events);
-        Expected::Prints(prints)
-    };
     let (verified, events_identical) =
         with_spinner(format!("reading the copy of {id} back"), || {
-            let mut copy = CopyCheck::new(&expected, &header);
-            match (check.jsonl(), dest_file.as_deref()) {
-                // A JSONL copy is streamed back a batch at a time, never held whole.
-                (Some(_), Some(file)) => {
-                    let located = |e| check.err(e, Some(file));
-                    let mut stream = LogStream::open(file).map_err(located)?;
-                    copy.header(stream.header());
-                    while let Some(batch) = stream.next_batch(READ_BACK_EVENTS).map_err(located)? {
-                        copy.feed(&batch);
-                    }
+            let key_order = if fixed_order {
+                KeyOrders::SourceOrAppend
+            } else {
+                KeyOrders::Source
+            };
+            let mut copy = CopyCheck::new(&events, key_order, &header);
+            if let (Some(_), Some(file)) = (check.jsonl(), dest_file.as_deref()) {
+                // A JSONL copy is streamed back a batch at a time.
+                let located = |e| check.err(e, Some(file));
+                let mut stream = LogStream::open(file).map_err(located)?;
+                copy.header(stream.header());
+                while let Some(batch) = stream.next_batch(READ_BACK_EVENTS).map_err(located)? {
+                    copy.feed(&batch);
                 }
-                _ => match check
-                    .block_on(check.backend.load_stored(&id))
-                    .map_err(|e| check.err(e, dest_file.as_deref()))?
-                {
-                    Some(r) if r.torn.is_none() => {
-                        copy.header(&r.meta);
-                        copy.feed(&r.events);
-                    }
-                    _ => return Ok((false, false)),
-                },
+            } else {
+                // A database copy is read back a page of rows at a time.
+                let complete = check
+                    .block_on(read_back_pages(
+                        &*check.backend,
+                        &id,
+                        READ_BACK_EVENTS,
+                        &mut copy,
+                    ))
+                    .map_err(|e| check.err(e, dest_file.as_deref()))?;
+                if !complete {
+                    return Ok((false, false));
+                }
             }
             Ok::<_, Error>(copy.finish())
         })?;
-    let databases = store.jsonl().is_none() || check.jsonl().is_none();
-    drop(expected);
+    let databases = !source_jsonl || check.jsonl().is_none();
+    drop(events);
     if !verified {
         return Err(Error::failed_at(
             format!("the converted log of \"{id}\" does not read back identical"),
@@ -457,7 +456,14 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
         let source_text = source_file.as_deref().and_then(log_text_print);
         Some(source_text.is_some() && source_text == dest_file.as_deref().and_then(log_text_print))
     };
-    let from_bytes = stored_bytes(&store, &id, source_file.as_deref());
+    let from_bytes = if source_sqlite {
+        let source = Store::open(&target.at)?;
+        let n = stored_bytes(&source, &id, source_file.as_deref());
+        source.close()?;
+        n
+    } else {
+        file_bytes(source_file.as_deref())
+    };
     let to_bytes = stored_bytes(&check, &id, dest_file.as_deref());
     if inv.global.json {
         let side = |at: &StoreAt, file: &Option<PathBuf>, n: u64| {
@@ -521,6 +527,190 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             "  verified: header and events read back identical; {detail}"
         ))?;
     }
-    check.close()?;
-    store.close()
+    check.close()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use session_core::json::Value;
+    use session_core::{Event, Events, SessionHeader};
+    use session_persist::Backend;
+    use session_persist_sqlite::{SqliteBackend, SqliteConfig};
+
+    use super::{CopyCheck, KeyOrders, read_back_pages};
+
+    fn ev(ty: &str, seq: u64, data: &str) -> Event {
+        Event::appended(
+            ty,
+            seq,
+            1_000 + seq as i64,
+            Value::parse(data).unwrap(),
+            None,
+            None,
+        )
+    }
+
+    /// Turns of a step each, with runs of text deltas that the backend packs into rows.
+    fn events() -> Vec<Event> {
+        let mut out = Vec::new();
+        for turn in 1..=6u64 {
+            let seq = out.len() as u64;
+            out.push(ev("turn/start", seq, &format!(r#"{{"turn":{turn}}}"#)));
+            out.push(ev(
+                "step/start",
+                seq + 1,
+                &format!(r#"{{"turn":{turn},"step":1}}"#),
+            ));
+            for k in 0..40u64 {
+                let seq = out.len() as u64;
+                out.push(ev(
+                    "assistant/chunk",
+                    seq,
+                    &format!(
+                        r#"{{"turn":{turn},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"word {k} "}}}}"#
+                    ),
+                ));
+            }
+            let seq = out.len() as u64;
+            out.push(ev(
+                "step/end",
+                seq,
+                &format!(r#"{{"turn":{turn},"step":1}}"#),
+            ));
+            out.push(ev(
+                "turn/end",
+                seq + 1,
+                &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+            ));
+        }
+        out
+    }
+
+    /// A database holding `events` as session "s", one append per turn.
+    fn stored(rt: &tokio::runtime::Runtime, events: &[Event]) -> SqliteBackend {
+        let backend = SqliteBackend::new(SqliteConfig::new(":memory:")).unwrap();
+        let meta = SessionHeader::new("s", 1_000);
+        let mut first = 0;
+        for i in 0..events.len() {
+            if i + 1 == events.len() || events[i + 1].event_type() == "turn/start" {
+                rt.block_on(backend.append_batch(&meta, &events[first..=i], first > 0))
+                    .unwrap();
+                first = i + 1;
+            }
+        }
+        backend
+    }
+
+    /// `(complete, verified, identical)` of the paged read-back of "s" against `source`.
+    fn read_back(
+        rt: &tokio::runtime::Runtime,
+        backend: &SqliteBackend,
+        source: &Events,
+        page_events: usize,
+    ) -> (bool, bool, bool) {
+        let header = super::comparable_header(&SessionHeader::new("s", 1_000));
+        let mut copy = CopyCheck::new(source, KeyOrders::SourceOrAppend, &header);
+        let complete = rt
+            .block_on(read_back_pages(backend, "s", page_events, &mut copy))
+            .unwrap();
+        let (verified, identical) = copy.finish();
+        (complete, verified, identical)
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn an_intact_copy_verifies_in_pages_of_any_size() {
+        let rt = runtime();
+        let source = events();
+        let backend = stored(&rt, &source);
+        let expected = Events::from_vec(source);
+        for page in [1, 7, 40, 41, 100, 4096] {
+            assert_eq!(
+                read_back(&rt, &backend, &expected, page),
+                (true, true, true),
+                "pages of {page}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_altered_copy_fails_the_paged_comparison() {
+        let rt = runtime();
+        let source = events();
+        let expected = Events::from_vec(source.clone());
+        // One character of a packed chunk row late in the copy (so in a later page).
+        let backend = stored(&rt, &source);
+        let changed = rt
+            .block_on(backend.with_connection(|c| {
+                c.execute(
+                    "UPDATE events SET data = replace(data, 'word 7 ', 'word 8 ') \
+                     WHERE session_id = 's' AND seq = (SELECT max(seq) FROM events \
+                     WHERE session_id = 's' AND ignorable = 0)",
+                    [],
+                )
+                .unwrap()
+            }))
+            .unwrap();
+        assert_eq!(changed, 1);
+        let still = rt
+            .block_on(backend.with_connection(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM events WHERE data LIKE '%word 7 %'",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+                .unwrap()
+            }))
+            .unwrap();
+        assert_eq!(still, 5, "one of the six packed rows was altered");
+        assert!(!read_back(&rt, &backend, &expected, 16).1);
+        // A scalar row's payload.
+        let backend = stored(&rt, &source);
+        rt.block_on(backend.with_connection(|c| {
+            c.execute(
+                "UPDATE events SET data = replace(data, '\"turn\":5', '\"turn\":9') \
+                 WHERE session_id = 's' AND type = 'turn/start'",
+                [],
+            )
+            .unwrap()
+        }))
+        .unwrap();
+        assert!(!read_back(&rt, &backend, &expected, 16).1);
+        // A copy missing its last event (a shorter copy) and one with an extra event.
+        let backend = stored(&rt, &source[..source.len() - 1]);
+        assert!(!read_back(&rt, &backend, &expected, 16).1);
+        let mut longer = source.clone();
+        longer.push(ev("turn/start", source.len() as u64, r#"{"turn":7}"#));
+        let backend = stored(&rt, &longer);
+        assert!(!read_back(&rt, &backend, &expected, 16).1);
+    }
+
+    #[test]
+    fn a_torn_copy_is_incomplete() {
+        let rt = runtime();
+        let source = events();
+        let expected = Events::from_vec(source.clone());
+        let backend = stored(&rt, &source);
+        // A row after the last turn/end that does not decode: a torn tail.
+        let next = source.len() as i64;
+        rt.block_on(backend.with_connection(move |c| {
+            c.execute(
+                "INSERT INTO events (session_id, seq, type, time, data) \
+                 VALUES ('s', ?1, 'turn/start', 1000, '{not json')",
+                [next],
+            )
+            .unwrap()
+        }))
+        .unwrap();
+        let (complete, ..) = read_back(&rt, &backend, &expected, 16);
+        assert!(!complete);
+    }
 }

@@ -167,7 +167,7 @@ pub fn uncompact(
     build(
         parent.id(),
         parent.header().cwd.as_deref(),
-        &parent.events(),
+        parent.events(),
         &compactions,
         undo,
         child_id,
@@ -178,17 +178,25 @@ pub fn uncompact(
 /// [`uncompact`] for a parent that is not loaded as a [`Session`], e.g. a stored log: session
 /// `parent_id` (working directory `parent_cwd`) whose log is exactly `events` (no end-seed
 /// marker is added to it, as loading would).
+///
+/// `events` is taken by value: when the caller holds no other handle on them, their storage
+/// is freed while the child is built (the inherited prefix once the child holds it, the
+/// carried events a chunk at a time), so the parent's log and the child's are not both held
+/// whole; the events themselves stay shared with the child.
 pub fn uncompact_events(
     parent_id: &str,
     parent_cwd: Option<&str>,
-    events: &Events,
+    events: Events,
     undo: &Undo,
     child_id: &str,
     clock: SharedClock,
 ) -> Result<Session> {
-    let transcript = Transcript::from_events(events.iter())
-        .map_err(|e| Error::Session(session_surface::Error::from(e)))?;
-    let compactions = compactions_of(&transcript);
+    // Only the compaction history is kept: the parent's transcript is dropped before the
+    // child is built.
+    let compactions = compactions_of(
+        &Transcript::from_events(events.iter())
+            .map_err(|e| Error::Session(session_surface::Error::from(e)))?,
+    );
     build(
         parent_id,
         parent_cwd,
@@ -200,10 +208,13 @@ pub fn uncompact_events(
     )
 }
 
+/// How many parent events [`build`] takes off the parent's log at a time.
+const CARRY_CHUNK: usize = 4096;
+
 fn build(
     parent_id: &str,
     parent_cwd: Option<&str>,
-    events: &Events,
+    events: Events,
     compactions: &[Compaction],
     undo: &Undo,
     child_id: &str,
@@ -243,35 +254,39 @@ fn build(
             .map_or(0, Event::time)
     };
     carry.carry(time_of(first));
+    let parent_events = events.len() as u64;
     let built = (|| -> Result<Session> {
-        let mut child = Session::create_from_events(
-            child_id,
-            Some(events.prefix(seed_length)),
-            Some(header),
-            carry.clone(),
-        )?;
-        for event in events.iter().skip(seed_length) {
-            let seq = event.seq();
-            carry.carry(event.time());
-            if undone.contains(&seq) {
-                if child.seq() == seq {
-                    let data = Value::object([
-                        ("parentSession", Value::from(parent_id)),
-                        ("replaceSeq", seq_value(seq)),
-                    ]);
-                    child.append(Draft::new(UNDONE_TYPE, data).ignorable())?;
+        let seed = events.prefix(seed_length);
+        let mut rest = events.suffix(seed_length);
+        drop(events);
+        let mut child =
+            Session::create_from_events(child_id, Some(seed), Some(header), carry.clone())?;
+        while !rest.is_empty() {
+            let chunk = rest.prefix(CARRY_CHUNK);
+            rest = rest.suffix(CARRY_CHUNK);
+            for event in &chunk {
+                let seq = event.seq();
+                carry.carry(event.time());
+                if undone.contains(&seq) {
+                    if child.seq() == seq {
+                        let data = Value::object([
+                            ("parentSession", Value::from(parent_id)),
+                            ("replaceSeq", seq_value(seq)),
+                        ]);
+                        child.append(Draft::new(UNDONE_TYPE, data).ignorable())?;
+                    }
+                    continue;
                 }
-                continue;
+                match carried(event, &expansion) {
+                    Some(rewritten) => child.append_carried(&rewritten)?,
+                    None => child.append_carried(event)?,
+                };
             }
-            match carried(event, &expansion) {
-                Some(rewritten) => child.append_carried(&rewritten)?,
-                None => child.append_carried(event)?,
-            };
         }
         carry.release();
         let provenance = Value::object([
             ("parentSession", Value::from(parent_id)),
-            ("parentEvents", seq_value(events.len() as u64)),
+            ("parentEvents", seq_value(parent_events)),
             ("undone", Value::array(undone.iter().map(|&s| seq_value(s)))),
         ]);
         child.append(Draft::new(PROVENANCE_TYPE, provenance).ignorable())?;
@@ -321,7 +336,14 @@ fn carried(event: &Event, expansion: &HashMap<u64, Vec<u64>>) -> Option<Event> {
                 Some(SurfaceOp::Replace { start: s, end: e }.to_value());
         }
     }
-    if let Some(sources) = event.source_event_seqs_value() {
+    // Long source arrays read from storage are kept as runs and their array value is built
+    // on first use and then kept in the event (shared with the parent): it is only asked for
+    // when a source names an undone replace.
+    let names_undone = match event.source_event_seqs() {
+        Some(seqs) => seqs.iter().any(|s| expansion.contains_key(s)),
+        None => true,
+    };
+    if names_undone && let Some(sources) = event.source_event_seqs_value() {
         let rewritten = rewrite.seq_array(sources);
         if !rewritten.ptr_eq(sources) {
             parts

@@ -27,6 +27,7 @@ use crate::pool::{Connector, Pool};
 use crate::schema::{self, SESSION_LOCK_CLASS};
 use crate::sql;
 
+mod page;
 mod rows;
 
 use self::rows::{
@@ -1105,6 +1106,15 @@ impl Backend for PostgresBackend {
         from_seq: u64,
     ) -> session_persist::Result<Option<StoredSuffix>> {
         Ok(self.load_from(id, from_seq).await?)
+    }
+
+    async fn load_stored_page(
+        &self,
+        id: &str,
+        from_seq: u64,
+        max_events: usize,
+    ) -> session_persist::Result<Option<session_persist::StoredPage>> {
+        Ok(self.load_page(id, from_seq, max_events).await?)
     }
 
     async fn append_batch(

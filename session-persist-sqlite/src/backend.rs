@@ -41,7 +41,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::Connection;
 use session_core::{Event, SessionHeader};
-use session_persist::{Backend, Revision, StoredPrefix, StoredSuffix, TornMarker};
+use session_persist::{Backend, Revision, StoredPage, StoredPrefix, StoredSuffix, TornMarker};
 
 use crate::error::{Error, Result};
 use crate::schema::RowData;
@@ -403,6 +403,26 @@ impl SqliteBackend {
         }))
     }
 
+    /// [`Backend::load_stored_page`] with this crate's error type.
+    pub async fn load_page(
+        &self,
+        id: &str,
+        from_seq: u64,
+        max_events: usize,
+    ) -> Result<Option<StoredPage>> {
+        let id = id.to_owned();
+        let loaded = self
+            .run(move |s| s.load_stored_page(&id, from_seq, max_events))
+            .await?;
+        Ok(loaded.map(|(meta, events, torn)| StoredPage {
+            meta: meta.meta,
+            header_value: meta.header_value,
+            revision: meta.revision,
+            events,
+            torn,
+        }))
+    }
+
     /// [`Backend::append_batch`] with this crate's error type.
     pub async fn append(
         &self,
@@ -436,35 +456,35 @@ impl SqliteBackend {
     }
 
     /// What a session occupies in the database, measured from its rows (`None`: no such
-    /// session). Decompresses every compressed `data` value once, so it costs a full read.
+    /// session). Decompresses every compressed `data` value once, so it costs a full read;
+    /// the rows are visited one at a time, never held together.
     pub async fn row_stats(&self, id: &str) -> Result<Option<RowStats>> {
         let id = id.to_owned();
-        let rows = self.run(move |s| s.physical_rows(&id)).await?;
-        let Some(rows) = rows else {
-            return Ok(None);
-        };
-        let mut stats = RowStats::default();
-        for row in &rows {
-            stats.rows += 1;
-            if codec::is_packed(row) {
-                stats.packed_rows += 1;
-            }
-            let stored = match &row.data {
-                RowData::Text(t) => t.len(),
-                RowData::Blob(b) => {
-                    stats.compressed_rows += 1;
-                    b.len()
+        self.run(move |s| {
+            let mut stats = RowStats::default();
+            let found = s.each_physical_row(&id, |row| {
+                stats.rows += 1;
+                if codec::is_packed(row) {
+                    stats.packed_rows += 1;
                 }
-            };
-            stats.data_bytes += stored as u64;
-            stats.text_bytes += codec::decode_data(&row.data, codec::MAX_SCALAR_DATA_BYTES)
-                .map_or(stored, |t| t.len()) as u64;
-            stats.column_bytes += (row.ty.len()
-                + row.source_event_seqs.as_ref().map_or(0, Vec::len)
-                + row.surface_op.as_ref().map_or(0, String::len))
-                as u64;
-        }
-        Ok(Some(stats))
+                let stored = match &row.data {
+                    RowData::Text(t) => t.len(),
+                    RowData::Blob(b) => {
+                        stats.compressed_rows += 1;
+                        b.len()
+                    }
+                };
+                stats.data_bytes += stored as u64;
+                stats.text_bytes += codec::decode_data(&row.data, codec::MAX_SCALAR_DATA_BYTES)
+                    .map_or(stored, |t| t.len()) as u64;
+                stats.column_bytes += (row.ty.len()
+                    + row.source_event_seqs.as_ref().map_or(0, Vec::len)
+                    + row.surface_op.as_ref().map_or(0, String::len))
+                    as u64;
+            })?;
+            Ok(found.map(|()| stats))
+        })
+        .await
     }
 
     /// [`Backend::close`] with this crate's error type. Closing a store that never opened
@@ -507,6 +527,15 @@ impl Backend for SqliteBackend {
         from_seq: u64,
     ) -> session_persist::Result<Option<StoredSuffix>> {
         Ok(self.load_from(id, from_seq).await?)
+    }
+
+    async fn load_stored_page(
+        &self,
+        id: &str,
+        from_seq: u64,
+        max_events: usize,
+    ) -> session_persist::Result<Option<StoredPage>> {
+        Ok(self.load_page(id, from_seq, max_events).await?)
     }
 
     async fn append_batch(

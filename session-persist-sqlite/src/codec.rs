@@ -113,10 +113,18 @@ fn append_varint(out: &mut Vec<u8>, mut v: u64) {
 /// non-negative safe integers.
 pub fn encode_source_event_seqs(values: &Value) -> Result<Vec<u8>> {
     let items = values.as_array().ok_or(Error::SourceSeqsNotIntegers)?;
-    let mut out = Vec::with_capacity(items.len() * 2);
+    let seqs = items
+        .iter()
+        .map(|item| item.as_u64().ok_or(Error::SourceSeqsNotIntegers))
+        .collect::<Result<Vec<u64>>>()?;
+    Ok(encode_seqs(&seqs))
+}
+
+/// [`encode_source_event_seqs`] of seqs already read as integers.
+fn encode_seqs(seqs: &[u64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(seqs.len() * 2);
     let mut previous = 0u64;
-    for (i, item) in items.iter().enumerate() {
-        let v = item.as_u64().ok_or(Error::SourceSeqsNotIntegers)?;
+    for (i, &v) in seqs.iter().enumerate() {
         let encoded = if i == 0 {
             v
         } else if v >= previous {
@@ -127,7 +135,7 @@ pub fn encode_source_event_seqs(values: &Value) -> Result<Vec<u8>> {
         append_varint(&mut out, encoded);
         previous = v;
     }
-    Ok(out)
+    out
 }
 
 fn malformed_seqs(why: &'static str) -> Error {
@@ -210,10 +218,15 @@ pub fn bind_event(event: &Event) -> Result<EventRow> {
         ty: event.event_type().to_owned(),
         time: event.time(),
         data: encode_data(event.data().to_json())?,
-        source_event_seqs: event
-            .source_event_seqs_value()
-            .map(encode_source_event_seqs)
-            .transpose()?,
+        // Read as integers first: a long array read from storage is kept as runs, and its
+        // array value would be built and then kept in the event.
+        source_event_seqs: match event.source_event_seqs() {
+            Some(seqs) => Some(encode_seqs(&seqs)),
+            None => event
+                .source_event_seqs_value()
+                .map(encode_source_event_seqs)
+                .transpose()?,
+        },
         surface_op: event.surface_op_value().map(Value::to_json),
         ignorable: event.ignorable().then_some(1),
     })
@@ -466,6 +479,77 @@ fn decoded(row: &EventRow) -> Result<Option<Vec<Event>>> {
         Ok(events) => Ok(Some(events)),
         Err(e @ Error::LoneSurrogate { .. }) => Err(e),
         Err(_) => Ok(None),
+    }
+}
+
+/// [`scan_rows`] over rows fed one at a time, for one page of the prefix: the events with
+/// `seq >= from_seq`, at most `max_events`. Rows are read only until the page is full; when
+/// the prefix ends before that (a row that does not decode or does not continue it), the
+/// following rows are read until one decodes with a `turn/end`, which makes the damage
+/// committed corruption, as in [`scan_rows`].
+pub(crate) struct PageScan {
+    from_seq: u64,
+    max_events: usize,
+    expected: u64,
+    events: Vec<Event>,
+    /// The first seq of the row that ended the prefix, and whether a `turn/end` was found in
+    /// it or after it.
+    broken: Option<(u64, bool)>,
+}
+
+impl PageScan {
+    /// A page from `from_seq`, whose first physical row starts at `base` (at most
+    /// `from_seq`: a packed row may cover it).
+    pub(crate) fn new(base: u64, from_seq: u64, max_events: usize) -> PageScan {
+        PageScan {
+            from_seq,
+            max_events: max_events.max(1),
+            expected: base,
+            events: Vec::new(),
+            broken: None,
+        }
+    }
+
+    /// Feeds the next physical row; `false` when no more rows are needed.
+    pub(crate) fn push(&mut self, row: &EventRow) -> Result<bool> {
+        let events = decoded(row)?;
+        let has_end = events.as_deref().is_some_and(contains_turn_end);
+        if let Some((_, committed)) = &mut self.broken {
+            *committed = has_end;
+            return Ok(!has_end);
+        }
+        let expected = self.expected;
+        match events {
+            Some(events)
+                if events
+                    .iter()
+                    .enumerate()
+                    .all(|(k, e)| e.seq() == expected + k as u64) =>
+            {
+                self.expected += events.len() as u64;
+                let from_seq = self.from_seq;
+                self.events
+                    .extend(events.into_iter().filter(|e| e.seq() >= from_seq));
+                if self.events.len() >= self.max_events {
+                    self.events.truncate(self.max_events);
+                    return Ok(false);
+                }
+                Ok(true)
+            }
+            _ => {
+                self.broken = Some((row.seq, has_end));
+                Ok(!has_end)
+            }
+        }
+    }
+
+    /// The page's events and whether a torn tail follows them.
+    pub(crate) fn finish(self) -> Result<(Vec<Event>, bool)> {
+        match self.broken {
+            Some((seq, true)) => Err(Error::CorruptCommitted { seq }),
+            Some((_, false)) => Ok((self.events, true)),
+            None => Ok((self.events, false)),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use session_core::json::{Value, write_js_number};
 use session_core::{Event, SESSION_FORMAT_VERSION, SessionHeader, header::js_string};
 use session_persist::{FormatRefusal, Revision};
 
-use crate::codec::{Scan, decode_row, pack_batch, scan_rows};
+use crate::codec::{PageScan, Scan, decode_row, pack_batch, scan_rows};
 use crate::error::{Error, Result};
 use crate::schema::{
     EVENT_COLUMNS, EventRow, RowData, SESSION_COLUMNS, SessionRow, configure, read_store_id,
@@ -169,6 +169,14 @@ impl Store {
     /// (`physicalSpanFrom`): a packed row starting up to 1,023 seqs earlier may cover it, and a
     /// packed predecessor that does not decode is included so the scan fails closed.
     fn physical_span_from(&self, id: &str, from_seq: u64) -> Result<(u64, Vec<EventRow>)> {
+        let base = self.span_base(id, from_seq)?;
+        let rows = self.event_rows(sql::SELECT_EVENTS_FROM, params![id, to_sql_int(base)])?;
+        Ok((base, rows))
+    }
+
+    /// The seq of the first physical row that may hold `from_seq` (see
+    /// [`Store::physical_span_from`]).
+    fn span_base(&self, id: &str, from_seq: u64) -> Result<u64> {
         let floor = (from_seq + 1).saturating_sub(MAX_PACKED_ROW_MEMBERS as u64);
         let predecessors = self.event_rows(
             sql::SELECT_PACKED_PREDECESSORS,
@@ -184,8 +192,7 @@ impl Store {
                 base = base.min(predecessor.seq);
             }
         }
-        let rows = self.event_rows(sql::SELECT_EVENTS_FROM, params![id, to_sql_int(base)])?;
-        Ok((base, rows))
+        Ok(base)
     }
 
     /// The last logical event, read from the tail (`tailRows` + `logicalLastEvent`).
@@ -284,13 +291,23 @@ impl Store {
         Ok(Some((self.stored_meta(&row)?, scan)))
     }
 
-    /// The physical rows of a session, read in one transaction (`None`: no session row).
-    pub(crate) fn physical_rows(&self, id: &str) -> Result<Option<Vec<EventRow>>> {
+    /// Visits the physical rows of a session in seq order, one at a time, in one read
+    /// transaction (`None`: no session row); no more than one row is held.
+    pub(crate) fn each_physical_row(
+        &self,
+        id: &str,
+        mut visit: impl FnMut(&EventRow),
+    ) -> Result<Option<()>> {
         self.transaction(sql::BEGIN, "read", |s| {
             if s.session_row(id)?.is_none() {
                 return Ok(None);
             }
-            Ok(Some(s.all_rows(id)?))
+            let mut stmt = s.conn.prepare_cached(sql::SELECT_EVENTS)?;
+            let mut rows = stmt.query([id])?;
+            while let Some(cells) = rows.next()? {
+                visit(&EventRow::decode(&row_cells(cells, EVENT_COLUMNS.len())?)?);
+            }
+            Ok(Some(()))
         })
     }
 
@@ -322,6 +339,40 @@ impl Store {
             .filter(|e| e.seq() >= from_seq)
             .collect();
         Ok(Some((self.stored_meta(&row)?, events)))
+    }
+
+    /// One page of the stored prefix ([`session_persist::Backend::load_stored_page`]): the
+    /// session row, then the event rows from the first that may hold `from_seq`, read one at
+    /// a time in the same read transaction and only until the page is full (or, when the
+    /// prefix ends first, until the damage is known to be a torn tail or committed
+    /// corruption). Returns the events and whether a torn tail follows them.
+    pub(crate) fn load_stored_page(
+        &self,
+        id: &str,
+        from_seq: u64,
+        max_events: usize,
+    ) -> Result<Option<(StoredMeta, Vec<Event>, bool)>> {
+        let snapshot = self.transaction(sql::BEGIN, "read", |s| {
+            let Some(row) = s.session_row(id)? else {
+                return Ok(None);
+            };
+            let base = s.span_base(id, from_seq)?;
+            let mut scan = PageScan::new(base, from_seq, max_events);
+            let mut stmt = s.conn.prepare_cached(sql::SELECT_EVENTS_FROM)?;
+            let mut rows = stmt.query(params![id, to_sql_int(base)])?;
+            while let Some(cells) = rows.next()? {
+                let event_row = EventRow::decode(&row_cells(cells, EVENT_COLUMNS.len())?)?;
+                if !scan.push(&event_row)? {
+                    break;
+                }
+            }
+            Ok(Some((row, scan)))
+        })?;
+        let Some((row, scan)) = snapshot else {
+            return Ok(None);
+        };
+        let (events, torn) = scan.finish()?;
+        Ok(Some((self.stored_meta(&row)?, events, torn)))
     }
 
     /// `appendBatch`: inside `BEGIN IMMEDIATE`, re-check the schema, reject a batch that does

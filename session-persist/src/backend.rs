@@ -12,7 +12,8 @@
 //! as absence, and absence is never papered over by creating something.
 //!
 //! **Reads are observations.** [`Backend::load_stored`], [`Backend::read_stored_revision`],
-//! [`Backend::load_stored_from`], [`Backend::list`], [`Backend::list_snapshots`] and
+//! [`Backend::load_stored_from`], [`Backend::load_stored_page`], [`Backend::list`],
+//! [`Backend::list_snapshots`] and
 //! [`Backend::read_raw`] never change storage. Returned values are fresh: the coordinator may
 //! keep them without copying.
 //!
@@ -172,6 +173,26 @@ pub struct StoredSuffix {
     pub events: Vec<Event>,
 }
 
+/// One page of a stored log ([`Backend::load_stored_page`]): a bounded run of the stored
+/// prefix, read in one snapshot of the store.
+#[derive(Debug, Clone)]
+pub struct StoredPage {
+    /// The header, read leniently (see [`StoredPrefix::meta`]).
+    pub meta: SessionHeader,
+    /// The header record as read.
+    pub header_value: Value,
+    /// The revision of the log this page was read from: pages of one pass over an unchanged
+    /// log all carry the same revision.
+    pub revision: Revision,
+    /// The stored events from the requested seq on, in seq order, at most the requested
+    /// number; fewer only when the page reaches the end of the valid stored prefix.
+    pub events: Vec<Event>,
+    /// Whether stored records follow the valid prefix this page ends: a torn tail (and, for
+    /// the default implementation, records with an invalid envelope,
+    /// [`StoredPrefix::invalid_envelope`]). Only the last page of a pass can have it.
+    pub torn: bool,
+}
+
 /// One session of a listing ([`Backend::list_entries`]).
 #[derive(Debug)]
 pub struct ListedSession {
@@ -254,6 +275,36 @@ pub trait Backend: Send + Sync {
             backend: self.name().to_owned(),
             operation: "seeking reads (loadStoredFrom)",
         })
+    }
+
+    /// Reads one page of the stored prefix of `id`: its events with `seq >= from_seq`, at most
+    /// `max_events` of them (0 reads as 1), so that a whole-log pass that keeps nothing holds
+    /// one page at a time. Never mutates. Committed corruption in or before the rows the page
+    /// reads fails as [`Backend::load_stored`] fails; a torn tail ends the prefix, and the page
+    /// that reaches it says so ([`StoredPage::torn`]). Pages are separate reads: a caller that
+    /// needs one snapshot compares their revisions. The default reads the whole prefix with
+    /// [`Backend::load_stored`] and keeps the page (correct, not bounded); a medium that reads
+    /// by seq range overrides it.
+    async fn load_stored_page(
+        &self,
+        id: &str,
+        from_seq: u64,
+        max_events: usize,
+    ) -> Result<Option<StoredPage>> {
+        let Some(mut prefix) = self.load_stored(id).await? else {
+            return Ok(None);
+        };
+        let len = prefix.events.len();
+        let start = usize::try_from(from_seq).map_or(len, |s| s.min(len));
+        let end = start.saturating_add(max_events.max(1)).min(len);
+        prefix.events.truncate(end);
+        Ok(Some(StoredPage {
+            meta: prefix.meta,
+            header_value: prefix.header_value,
+            revision: prefix.revision,
+            events: prefix.events.split_off(start),
+            torn: end == len && (prefix.torn.is_some() || prefix.invalid_envelope.is_some()),
+        }))
     }
 
     /// Durably appends a non-empty, contiguous batch. When `!is_materialized`, the header and
@@ -376,6 +427,14 @@ macro_rules! forward_backend {
                 from_seq: u64,
             ) -> Result<Option<StoredSuffix>> {
                 (**self).load_stored_from(id, from_seq).await
+            }
+            async fn load_stored_page(
+                &self,
+                id: &str,
+                from_seq: u64,
+                max_events: usize,
+            ) -> Result<Option<StoredPage>> {
+                (**self).load_stored_page(id, from_seq, max_events).await
             }
             async fn append_batch(
                 &self,

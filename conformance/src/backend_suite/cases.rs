@@ -677,6 +677,78 @@ pub async fn list_snapshots_matches_revisions(h: &dyn Harness) -> Outcome {
     Ok(())
 }
 
+/// A whole-log pass in pages (`load_stored_page`) gives the stored prefix: pages of any size
+/// hold exactly the requested run (an open turn as stored), every page carries the log's
+/// revision and none is torn; a page past the end is empty and an unknown id has none;
+/// reading changes nothing.
+pub async fn read_pages_of_the_prefix(h: &dyn Harness) -> Outcome {
+    let b = h.open().await;
+    let id = "pages";
+    let m = meta(id);
+    let events = concat(&[
+        &turn(0, 1),
+        &turn(TURN_LEN, 2),
+        &partial_turn(2 * TURN_LEN, 3, 3),
+    ]);
+    let split = usize::try_from(TURN_LEN).unwrap_or(0) + 4;
+    append(&b, &m, &events[..split], false).await?;
+    append(&b, &m, &events[split..], true).await?;
+    let before = revision(&b, id).await?;
+    for max in [1, 2, 5, 11, 12, 1_000] {
+        let mut read = Vec::new();
+        loop {
+            let from = read.len() as u64;
+            let page = b
+                .load_stored_page(id, from, max)
+                .await
+                .ctx(&format!("load_stored_page({id:?}, {from}, {max})"))?
+                .ok_or_else(|| SuiteFailure::new("load_stored_page found no artifact"))?;
+            ensure!(
+                page.revision == before,
+                "load_stored_page({from}, {max}) carries another revision"
+            );
+            ensure!(
+                !page.torn,
+                "load_stored_page({from}, {max}) reports a torn tail"
+            );
+            ensure!(
+                page.meta.id == m.id,
+                "load_stored_page returned another header"
+            );
+            let n = page.events.len();
+            ensure!(n <= max, "load_stored_page({from}, {max}) gave {n} events");
+            read.extend(page.events);
+            if n < max {
+                break;
+            }
+        }
+        same_events(h, &format!("pages of {max}"), &read, &events)?;
+    }
+    let end = events.len() as u64;
+    let past = b
+        .load_stored_page(id, end + 2, 3)
+        .await
+        .ctx("load_stored_page past the end")?
+        .ok_or_else(|| SuiteFailure::new("load_stored_page past the end found no artifact"))?;
+    ensure!(
+        past.events.is_empty() && !past.torn,
+        "a page past the end holds {} events",
+        past.events.len()
+    );
+    ensure!(
+        b.load_stored_page("no-such-session", 0, 3)
+            .await
+            .ctx("load_stored_page of an unknown id")?
+            .is_none(),
+        "load_stored_page found an unknown session"
+    );
+    ensure!(
+        revision(&b, id).await? == before,
+        "paged reads changed the revision"
+    );
+    Ok(())
+}
+
 /// Reading from a seq gives the stored suffix (an open turn as stored, nothing at or past the
 /// end, nothing for an unknown id), by seeking when the backend can and by the coordinator's
 /// fallback otherwise; neither changes storage.

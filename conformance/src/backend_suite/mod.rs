@@ -353,6 +353,7 @@ macro_rules! backend_suite {
             list_shows_only_materialized_sessions,
             list_snapshots_matches_revisions,
             read_from_suffix,
+            read_pages_of_the_prefix,
             repair_truncates_torn_tail_and_appends_closers,
             torn_tail_reads_are_observations,
             repair_without_marker_only_appends,

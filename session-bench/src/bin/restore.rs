@@ -310,7 +310,7 @@ fn inspect(
                 let child = uncompact_events(
                     id,
                     view.meta.cwd.as_deref(),
-                    &view.events,
+                    view.events.clone(),
                     &Undo::Seqs(vec![first]),
                     &child_id,
                     clock.clone(),

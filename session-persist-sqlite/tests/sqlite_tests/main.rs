@@ -10,6 +10,7 @@ mod differential;
 mod draft_rounds;
 mod durability;
 mod error_kinds;
+mod paging;
 mod row_stats;
 mod sql_boundary;
 mod sqlite;
