@@ -6,7 +6,7 @@
 //! member (a member's tree, once built, stays with it), nor allocate for the common shallow
 //! event.
 
-use super::{Event, Repr};
+use super::{Event, Repr, SeqRuns, Sources};
 use crate::json::Value;
 
 /// Nesting depth up to which [`approx_value_len`] recurses; deeper values are set aside and
@@ -29,18 +29,47 @@ impl Event {
         }
         let mut deep = Vec::new();
         let mut total = 48 + self.event_type().len() + approx_value_len(self.data(), 0, &mut deep);
-        for v in self
-            .surface_op_value()
-            .into_iter()
-            .chain(self.source_event_seqs_value())
-        {
+        if let Some(v) = self.surface_op_value() {
             total += approx_value_len(v, 0, &mut deep);
+        }
+        // Sources kept as runs are weighed from the runs: their array value, once built, would
+        // stay with the event.
+        match &self.0 {
+            Repr::Single(e) => match &e.source_event_seqs {
+                Some(Sources::Runs(runs)) => total += runs_len(runs),
+                Some(Sources::Value(v)) => total += approx_value_len(v, 0, &mut deep),
+                None => {}
+            },
+            Repr::Verbatim(_) | Repr::Member(..) => {
+                if let Some(v) = self.source_event_seqs_value() {
+                    total += approx_value_len(v, 0, &mut deep);
+                }
+            }
         }
         while let Some(v) = deep.pop() {
             total += approx_value_len(v, 0, &mut deep);
         }
         total
     }
+}
+
+/// The JSON length of the array `runs` stands for: each item's digits and its comma (an
+/// integer's digits counted by powers of ten, so a long run costs a few steps).
+fn runs_len(runs: &SeqRuns) -> usize {
+    let mut items: u64 = 0;
+    for &(first, count) in &runs.runs {
+        let end = first.saturating_add(count);
+        let mut lo = first;
+        while lo < end {
+            let digits = lo.checked_ilog10().map_or(1, |d| d + 1);
+            let hi = 10u64.checked_pow(digits).map_or(end, |next| next.min(end));
+            items = items.saturating_add((hi - lo).saturating_mul(u64::from(digits) + 1));
+            lo = hi;
+        }
+    }
+    usize::try_from(items)
+        .unwrap_or(usize::MAX)
+        .saturating_add(2)
 }
 
 fn approx_value_len<'a>(v: &'a Value, depth: u32, deep: &mut Vec<&'a Value>) -> usize {
@@ -70,7 +99,7 @@ fn approx_value_len<'a>(v: &'a Value, depth: u32, deep: &mut Vec<&'a Value>) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::super::Repr;
+    use super::super::{Repr, Sources};
     use crate::Event;
     use crate::chunk_rows::StorageDecoder;
 
@@ -129,5 +158,28 @@ mod tests {
             );
             assert!(block.data_is_unbuilt(), "weighing built the member's data");
         }
+    }
+
+    #[test]
+    fn sources_kept_as_runs_are_weighed_without_building_their_array() {
+        let seqs: Vec<String> = (3..4_000)
+            .chain(9_990..10_020)
+            .map(|n| n.to_string())
+            .collect();
+        let line = format!(
+            r#"{{"type":"assistant/message","seq":70000,"time":1,"data":{{}},"sourceEventSeqs":[{}],"surfaceOp":"append"}}"#,
+            seqs.join(",")
+        );
+        let e = ev(&line);
+        let Repr::Single(inner) = &e.0 else {
+            panic!("not an ordinary event");
+        };
+        let Some(Sources::Runs(runs)) = &inner.source_event_seqs else {
+            panic!("the sources are not kept as runs");
+        };
+        let approx = e.approx_json_len();
+        assert!(runs.value.get().is_none(), "weighing built the array");
+        let exact = line.len();
+        assert!(approx.abs_diff(exact) < 100, "{approx} vs {exact}");
     }
 }
