@@ -316,11 +316,8 @@ pub(crate) fn uncompact(global: &Global, args: &UncompactArgs, out: &mut Out) ->
         .iter()
         .filter(|&&n| message_at(&events, n).is_some())
         .count();
-    // The child is built on the runtime's blocking pool, the thread the read ran on: the
-    // read's derived state (surface, messages, transcript) was allocated there and is freed
-    // by now, and the allocator (glibc keeps an arena per thread) gives that memory back to
-    // the same thread's allocations, where the main thread would take fresh pages for the
-    // child's log and derived state.
+    // The child is built where the read ran (`Store::on_read_thread`), reusing the memory
+    // the read's derived state freed.
     let (parent_id, parent_cwd, undo, child_id) = (
         target.id.clone(),
         meta.cwd.clone(),
@@ -328,20 +325,16 @@ pub(crate) fn uncompact(global: &Global, args: &UncompactArgs, out: &mut Out) ->
         args.child.clone(),
     );
     let child = store
-        .block_on(async move {
-            tokio::task::spawn_blocking(move || {
-                uncompact_events(
-                    &parent_id,
-                    parent_cwd.as_deref(),
-                    events,
-                    &undo,
-                    &child_id,
-                    clock,
-                )
-            })
-            .await
-        })
-        .map_err(|e| Error::failed(format!("building the child failed: {e}"), None))?
+        .on_read_thread("building the child", move || {
+            uncompact_events(
+                &parent_id,
+                parent_cwd.as_deref(),
+                events,
+                &undo,
+                &child_id,
+                clock,
+            )
+        })?
         .map_err(|e| {
             let hint = match &e {
                 session_fork::Error::Uncompact(_) => {

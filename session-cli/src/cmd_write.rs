@@ -476,15 +476,28 @@ pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
         });
     }
     let boundary = at.map(seq_value);
-    let child = fork_events(
-        &target.id,
-        meta.cwd.as_deref(),
-        &events,
-        boundary.as_ref(),
-        &child_id,
-        store.sessions.clock().clone(),
-    )
-    .map_err(|e| match e.as_fork() {
+    // Built where the read ran (`Store::on_read_thread`), reusing the memory the read's
+    // derived state freed.
+    let built = {
+        let (parent_id, cwd, events, child_id) = (
+            target.id.clone(),
+            meta.cwd.clone(),
+            events.clone(),
+            child_id.clone(),
+        );
+        let clock = store.sessions.clock().clone();
+        store.on_read_thread("building the fork child", move || {
+            fork_events(
+                &parent_id,
+                cwd.as_deref(),
+                &events,
+                boundary.as_ref(),
+                &child_id,
+                clock,
+            )
+        })?
+    };
+    let child = built.map_err(|e| match e.as_fork() {
         Some(f) => Error::Fork {
             error: f.clone(),
             hint: match f.code() {

@@ -811,6 +811,21 @@ impl Store {
         self.rt.block_on(f)
     }
 
+    /// Runs `build` on the runtime's blocking pool, the thread a read of the store ran on.
+    /// For building a large value after a read: the read's derived state (surface, messages,
+    /// transcript) was allocated there and is freed by then, and glibc's allocator gives that
+    /// memory back to the same thread's allocations (it keeps an arena per thread), where the
+    /// main thread would take fresh pages while that memory stays free beside them.
+    pub(crate) fn on_read_thread<T, F>(&self, what: &str, build: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        self.rt
+            .block_on(async move { tokio::task::spawn_blocking(build).await })
+            .map_err(|e| Error::failed(format!("{what} failed: {e}"), None))
+    }
+
     /// Wraps a persistence error with the file it concerns.
     pub(crate) fn err(&self, error: session_persist::Error, file: Option<&Path>) -> Error {
         Error::Persist {
