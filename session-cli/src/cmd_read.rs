@@ -231,9 +231,12 @@ pub(crate) fn inspect(inv: &Invocation, out: &mut Out) -> Result<()> {
         report.write_human(out)?;
     }
     out.flush()?;
+    // The process exits next: the operating system takes the loaded log and the session the
+    // read prepared back at once, which is cheaper than freeing them event by event (closing
+    // the store would drop the prepared session).
+    let prepared = store.persistence.take_prepared(&target.id);
     let closed = store.close();
-    // The process exits next: the operating system takes the loaded log back at once, which
-    // is cheaper than freeing it event by event.
+    std::mem::forget(prepared);
     std::mem::forget(report);
     closed
 }

@@ -80,7 +80,7 @@ pub use backend::{
 };
 pub use coordinator::{
     DEFAULT_PREPARED_SESSION_CACHE_SIZE, DEFAULT_WRITE_BATCH_MAX_DELAY_MS,
-    MAX_WRITE_BATCH_DELAY_MS, Persistence, PersistenceOptions,
+    MAX_WRITE_BATCH_DELAY_MS, Persistence, PersistenceOptions, PreparedSession,
 };
 pub use error::LegacyKind;
 pub use error::{Error, ErrorKind, FormatRefusal, Position, Result, ZstdStructureError, io_code};

@@ -1754,3 +1754,24 @@ async fn concurrent_producers_lose_and_reorder_nothing() {
     assert!(warnings.all().is_empty(), "{:?}", warnings.all());
     assert_eq!(p.live_sessions(), 0);
 }
+
+// A read's prepared session can be taken out of the pool (and dropped or kept by the caller)
+// once; the next read loads again.
+#[tokio::test]
+async fn a_prepared_session_is_taken_once_and_the_next_read_loads_again() {
+    let backend = mem();
+    one_turn(&backend, "taken");
+    let (p, _) = with(&backend, &store());
+    assert!(p.take_prepared("taken").is_none(), "nothing read yet");
+    let first = p.inspect("taken", None).await.unwrap();
+    assert_eq!(p.cached_preparations(), 1);
+    let loads = backend.loads();
+    let prepared = p.take_prepared("taken");
+    assert!(prepared.is_some(), "the read's preparation is ready");
+    assert_eq!(p.cached_preparations(), 0);
+    assert!(p.take_prepared("taken").is_none(), "taken once");
+    drop(prepared);
+    let again = p.inspect("taken", None).await.unwrap();
+    assert_eq!(backend.loads(), loads + 1, "the next read loads again");
+    assert_eq!(again.events.len(), first.events.len());
+}

@@ -675,6 +675,17 @@ impl Persistence {
         self.inner.pool.take_ready(id).is_some()
     }
 
+    /// Takes the ready preparation of `id` out of the pool, as [`Persistence::discard_prepared`]
+    /// does, and hands it to the caller instead of dropping it: a process about to exit can
+    /// `std::mem::forget` it and leave the memory of a large session to the operating system
+    /// rather than free it event by event after its output is written.
+    pub fn take_prepared(&self, id: &str) -> Option<PreparedSession> {
+        self.inner
+            .pool
+            .take_ready(id)
+            .map(|source| PreparedSession { _source: source })
+    }
+
     /// How many preparations the pool holds (loading, ready, committing or reserved).
     pub fn cached_preparations(&self) -> usize {
         self.inner.pool.len()
@@ -694,5 +705,18 @@ impl Persistence {
             .core()
             .live_entry(session)
             .map(|e| e.writes.timer_armed())
+    }
+}
+
+/// A session a read prepared, taken out of the persistence's pool
+/// ([`Persistence::take_prepared`]): its log and derived state, opaque. Dropping it frees
+/// them.
+pub struct PreparedSession {
+    _source: super::state::Source,
+}
+
+impl std::fmt::Debug for PreparedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PreparedSession")
     }
 }

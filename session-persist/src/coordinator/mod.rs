@@ -19,5 +19,5 @@ mod tests;
 
 pub use api::{
     DEFAULT_PREPARED_SESSION_CACHE_SIZE, DEFAULT_WRITE_BATCH_MAX_DELAY_MS,
-    MAX_WRITE_BATCH_DELAY_MS, Persistence, PersistenceOptions,
+    MAX_WRITE_BATCH_DELAY_MS, Persistence, PersistenceOptions, PreparedSession,
 };
