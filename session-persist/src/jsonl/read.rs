@@ -126,9 +126,10 @@ pub(crate) fn load_prefix(
     }
 }
 
-/// [`load_prefix`]'s reader over bytes in memory, with the given tuning.
+/// [`load_prefix`]'s reader over bytes in memory, with the given tuning (and, with `digest`,
+/// the digest of the records read).
 #[cfg(test)]
-pub(crate) fn from_memory(buf: &[u8], zstd: bool, tuning: Tuning) -> Result<Prefix> {
+pub(crate) fn from_memory(buf: &[u8], zstd: bool, tuning: Tuning, digest: bool) -> Result<Prefix> {
     let mut rest = buf;
     let mut read = |out: &mut [u8]| {
         let n = out.len().min(rest.len());
@@ -137,9 +138,9 @@ pub(crate) fn from_memory(buf: &[u8], zstd: bool, tuning: Tuning) -> Result<Pref
         Ok(n)
     };
     let outcome = if zstd {
-        load_zstd(&mut read, tuning, None, false)
+        load_zstd(&mut read, tuning, None, digest)
     } else {
-        load_raw(&mut read, tuning, None, false)
+        load_raw(&mut read, tuning, None, digest)
     };
     outcome.map_err(|e| match e {
         Failure::Read(e) => Error::io("read", "memory", e),
@@ -948,7 +949,7 @@ mod tests {
     fn check(buf: &[u8], zstd: bool, what: &str) {
         let want = describe(&oracle(buf, zstd));
         for tuning in TUNINGS {
-            let got = describe(&from_memory(buf, zstd, tuning));
+            let got = describe(&from_memory(buf, zstd, tuning, false));
             if got != want {
                 let diff = got
                     .lines()
@@ -1018,19 +1019,9 @@ mod tests {
             let mut want = LineDigest::default();
             want.lines(&plain[nl + 1..]);
             for tuning in TUNINGS {
-                let mut rest = &buf[..];
-                let mut read = |out: &mut [u8]| {
-                    let n = out.len().min(rest.len());
-                    out[..n].copy_from_slice(&rest[..n]);
-                    rest = &rest[n..];
-                    Ok(n)
+                let Ok(prefix) = from_memory(&buf, zstd, tuning, true) else {
+                    continue;
                 };
-                let outcome = if zstd {
-                    load_zstd(&mut read, tuning, None, true)
-                } else {
-                    load_raw(&mut read, tuning, None, true)
-                };
-                let Ok(prefix) = outcome else { continue };
                 if prefix.torn.is_some() || prefix.invalid.is_some() {
                     continue;
                 }
@@ -1071,7 +1062,7 @@ mod tests {
             file.extend(frame);
             file.extend(encode_frame(line(seq, "x").as_bytes()).unwrap());
             check(&file, true, &format!("gap {gap}"));
-            let e = describe(&from_memory(&file, true, TUNINGS[2]));
+            let e = describe(&from_memory(&file, true, TUNINGS[2], false));
             let want = if gap { "seq gap" } else { "failed validation" };
             assert!(e.contains(want), "{e}");
         }
@@ -1116,7 +1107,7 @@ mod tests {
             let plain: usize = 12 * (700 << 10);
             assert!(plain > 2 * JOB_PLAIN_BUDGET);
             check(&file, true, case);
-            let got = describe(&from_memory(&file, true, TUNINGS[0]));
+            let got = describe(&from_memory(&file, true, TUNINGS[0], false));
             match case {
                 "damaged" => assert!(got.contains("failed validation"), "{got}"),
                 _ => assert!(got.contains(&format!("\"seq\":{}", seq - 1)), "{case}"),
