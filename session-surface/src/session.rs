@@ -96,6 +96,18 @@ impl Draft {
     }
 }
 
+/// The lookup of a restore step at `index` of `seed`: earlier events only, exactly what the log
+/// would hold at that point.
+fn earlier(seed: &Events, index: usize) -> impl Fn(u64) -> Option<Event> + '_ {
+    move |seq| {
+        usize::try_from(seq)
+            .ok()
+            .filter(|&i| i < index)
+            .and_then(|i| seed.get(i))
+            .cloned()
+    }
+}
+
 /// How a constructor treats its seed and header (§2.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeedMode {
@@ -271,7 +283,7 @@ impl Session {
         header: &Value,
         clock: SharedClock,
     ) -> Result<Session> {
-        Session::restore_events(id.into(), seed.into(), header, clock)
+        Session::restore_events(id.into(), &seed.into(), header, clock)
     }
 
     /// Either constructor, by mode. In restore mode a header is required (a missing one is
@@ -356,32 +368,25 @@ impl Session {
     /// then shares the seed's storage for them instead of pushing their handles again; the
     /// events from the first one that is respelled on are committed one by one.
     fn seed_events(&mut self, seed: &Events, mode: SeedMode) -> Result<()> {
-        let take = |event: &Event| match mode {
-            SeedMode::Snapshot => event.snapshot_for_seed(),
-            SeedMode::Restore => event.clone(),
-        };
-        let mut respelled = None;
         for (index, event) in seed.iter().enumerate() {
-            let taken = take(event);
-            if !taken.ptr_eq(event) {
-                respelled = Some((index, taken));
-                break;
+            if mode == SeedMode::Snapshot {
+                let taken = event.snapshot_for_seed();
+                if !taken.ptr_eq(event) {
+                    return self.seed_respelled_from(seed, index, taken);
+                }
             }
-            let lookup = |seq: u64| {
-                usize::try_from(seq)
-                    .ok()
-                    .filter(|&i| i < index)
-                    .and_then(|i| seed.get(i))
-                    .cloned()
-            };
-            self.restore_step(index, event, &lookup)?;
+            self.restore_step(index, event, &earlier(seed, index))?;
         }
-        let Some((first, taken)) = respelled else {
-            self.log = Log::from_events(seed.clone());
-            return Ok(());
-        };
+        self.log = Log::from_events(seed.clone());
+        Ok(())
+    }
+
+    /// The rest of [`Session::seed_events`] from the first event the seed respells (`taken`,
+    /// at `first`): the log shares the seed's storage before it, and that event and every later
+    /// one is committed one by one.
+    fn seed_respelled_from(&mut self, seed: &Events, first: usize, taken: Event) -> Result<()> {
         self.log = Log::from_events(seed.prefix(first));
-        let rest = seed.iter().skip(first + 1).map(take);
+        let rest = seed.iter().skip(first + 1).map(Event::snapshot_for_seed);
         for (index, event) in (first..).zip(std::iter::once(taken).chain(rest)) {
             if event.event_type() == "request/header-delta" {
                 return Err(Error::SeedLegacyHeaderDelta { index });
@@ -396,24 +401,13 @@ impl Session {
     /// validated events become the log as they are.
     fn restore_events(
         id: Arc<str>,
-        seed: Events,
+        seed: &Events,
         header: &Value,
         clock: SharedClock,
     ) -> Result<Session> {
         let header = validate_header(header, &id)?;
         let mut session = Session::empty(id, header, clock);
-        for (index, event) in seed.iter().enumerate() {
-            // Earlier events only: exactly what the log would hold at this point.
-            let lookup = |seq: u64| {
-                usize::try_from(seq)
-                    .ok()
-                    .filter(|&i| i < index)
-                    .and_then(|i| seed.get(i))
-                    .cloned()
-            };
-            session.restore_step(index, event, &lookup)?;
-        }
-        session.log = Log::from_events(seed);
+        session.seed_events(seed, SeedMode::Restore)?;
         session.finish_restore()
     }
 
@@ -763,14 +757,9 @@ impl Session {
         child.checkpoints = checkpoints;
         for index in from..len {
             let event = prefix.get(index)?;
-            let lookup = |seq: u64| {
-                usize::try_from(seq)
-                    .ok()
-                    .filter(|&i| i < index)
-                    .and_then(|i| prefix.get(i))
-                    .cloned()
-            };
-            let plan = child.plan_seed_event(index, event, &lookup).ok()?;
+            let plan = child
+                .plan_seed_event(index, event, &earlier(&prefix, index))
+                .ok()?;
             child.fold(event, plan);
         }
         if child.surface.next_seq() != len as u64 {
