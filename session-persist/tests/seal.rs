@@ -244,7 +244,10 @@ fn seal_of_a_plain_log_leaves_it_as_it_is() {
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
-fn crash_case(op: Op, needle: &str, tag: &str) {
+/// A seal on a log of small batches that `arm` makes fail and `refused` checks the error of:
+/// the original stays byte for byte, no temporary file is left and the log loads as before;
+/// with the fault cleared, the seal succeeds. Returns the root, for further checks.
+fn refused_seal(tag: &str, arm: impl FnOnce(&FaultFs), refused: impl FnOnce(&Error)) -> TempDir {
     let tmp = TempDir::new(tag);
     let fs = FaultFs::new();
     let backend =
@@ -253,9 +256,9 @@ fn crash_case(op: Op, needle: &str, tag: &str) {
     let events = session_events();
     let path = write_small_batches(&backend, &m, &events);
     let before = std::fs::read(&path).unwrap();
-    fs.fail_next(op, needle, EIO);
+    arm(&fs);
     let err = rt().block_on(backend.seal("s")).unwrap_err();
-    assert_eq!(err.code(), Some("EIO"), "{err}");
+    refused(&err);
     assert_eq!(std::fs::read(&path).unwrap(), before, "original untouched");
     assert!(temp_files(path.parent().unwrap()).is_empty());
     assert_eq!(loaded(&backend, "s"), texts(&events));
@@ -263,6 +266,15 @@ fn crash_case(op: Op, needle: &str, tag: &str) {
     fs.clear();
     assert_eq!(rt().block_on(backend.seal("s")).unwrap().frames_after, 5);
     assert_eq!(loaded(&backend, "s"), texts(&events));
+    tmp
+}
+
+fn crash_case(op: Op, needle: &str, tag: &str) {
+    refused_seal(
+        tag,
+        |fs| fs.fail_next(op, needle, EIO),
+        |err| assert_eq!(err.code(), Some("EIO"), "{err}"),
+    );
 }
 
 #[test]
@@ -436,44 +448,34 @@ fn seal_refuses_a_header_frame_shared_with_events() {
 
 #[test]
 fn seal_refuses_a_copy_with_one_altered_event() {
-    let tmp = TempDir::new("seal-altered");
-    let fs = FaultFs::new();
-    let backend =
-        JsonlBackend::open_with_fs(JsonlConfig::new(tmp.root()), Arc::new(fs.clone())).unwrap();
-    let m = meta("s");
-    let events = session_events();
-    let path = write_small_batches(&backend, &m, &events);
-    let before = std::fs::read(&path).unwrap();
     // Right before the copy is read back, one event of turn 2 is changed in it: the frame is
     // re-encoded with a valid checksum and the log still loads, with the same event count.
     let altered = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = altered.clone();
-    fs.on(Op::OpenRead, move |p: &Path| {
-        if !p.to_string_lossy().ends_with(".tmp") || flag.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let bytes = std::fs::read(p).unwrap();
-        let mut texts = frame_texts(&bytes);
-        assert_eq!(texts.len(), 5);
-        assert!(texts[3].contains(r#""text":"hi""#), "{}", texts[3]);
-        texts[3] = texts[3].replacen(r#""text":"hi""#, r#""text":"ho""#, 1);
-        let mut out = first_frame(&bytes);
-        for text in &texts[1..] {
-            out.extend(frame(text));
-        }
-        std::fs::write(p, out).unwrap();
+    let arm = move |fs: &FaultFs| {
+        fs.on(Op::OpenRead, move |p: &Path| {
+            if !p.to_string_lossy().ends_with(".tmp") || flag.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let bytes = std::fs::read(p).unwrap();
+            let mut texts = frame_texts(&bytes);
+            assert_eq!(texts.len(), 5);
+            assert!(texts[3].contains(r#""text":"hi""#), "{}", texts[3]);
+            texts[3] = texts[3].replacen(r#""text":"hi""#, r#""text":"ho""#, 1);
+            let mut out = first_frame(&bytes);
+            for text in &texts[1..] {
+                out.extend(frame(text));
+            }
+            std::fs::write(p, out).unwrap();
+        });
+    };
+    let tmp = refused_seal("seal-altered", arm, |err| {
+        assert!(altered.load(Ordering::SeqCst), "the copy was read back");
+        assert!(
+            matches!(err, Error::SealRefused { reason, .. } if reason == "the sealed copy differs: events"),
+            "{err:?}"
+        );
     });
-    let err = rt().block_on(backend.seal("s")).unwrap_err();
-    assert!(altered.load(Ordering::SeqCst), "the copy was read back");
-    assert!(
-        matches!(&err, Error::SealRefused { reason, .. } if reason == "the sealed copy differs: events"),
-        "{err:?}"
-    );
-    assert_eq!(std::fs::read(&path).unwrap(), before, "original untouched");
-    assert!(temp_files(path.parent().unwrap()).is_empty());
-    assert_eq!(loaded(&backend, "s"), texts(&events));
-    // Left alone, the same copy verifies and replaces the log.
-    fs.clear();
-    assert_eq!(rt().block_on(backend.seal("s")).unwrap().frames_after, 5);
-    assert_eq!(loaded(&open(&tmp.root()), "s"), texts(&events));
+    // Left alone, the same copy verified and replaced the log.
+    assert_eq!(loaded(&open(&tmp.root()), "s"), texts(&session_events()));
 }
