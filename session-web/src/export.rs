@@ -236,7 +236,6 @@ fn for_each_record(
 
 /// One embedded record per event, a run of chunks summarised as one, and whether the list
 /// was truncated.
-#[cfg(test)]
 fn event_records(events: &Events, limits: &ExportLimits) -> (Vec<Value>, bool) {
     let mut out = Vec::new();
     let truncated = for_each_record(events, limits, &mut |r| {
@@ -325,12 +324,7 @@ fn bundle_tail(view: &SessionView, limits: &ExportLimits) -> Vec<(&'static str, 
 
 /// The bundle the exported page reads instead of the API.
 pub fn bundle(view: &SessionView, limits: &ExportLimits) -> Value {
-    let mut events = Vec::new();
-    let truncated = for_each_record(&view.events, limits, &mut |r| {
-        events.push(r.into_value());
-        Ok(())
-    })
-    .unwrap_or_default();
+    let (events, truncated) = event_records(&view.events, limits);
     let mut members = bundle_head(view, limits);
     members.push(("events", Value::array(events)));
     members.push(("eventsTruncated", Value::from(truncated)));
