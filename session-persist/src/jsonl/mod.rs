@@ -71,6 +71,7 @@ mod frames;
 mod header_line;
 mod list;
 mod lock;
+mod pipeline;
 mod publication;
 mod read;
 mod repair;
