@@ -420,28 +420,36 @@ impl Session {
         event: &Event,
         lookup: &dyn Fn(u64) -> Option<Event>,
     ) -> Result<()> {
-        let ty = event.event_type();
-        if is_plain_log_event(ty, event) {
-            // What the general path below does for an event that no seed check reads and
-            // that is not a surface candidate: the contiguity check and the log-only fold.
-            if event.seq() != index as u64 {
-                return Err(Error::SeedNotContiguous {
-                    index,
-                    seq: event.seq(),
-                });
-            }
-            self.surface.push_log_only();
-            self.request_header.push(event);
-            self.request_context.push(event);
-            self.keep_checkpoint();
+        if self.restore_plain_step(index, event)? {
             return Ok(());
         }
-        if ty == "request/header-delta" {
+        if event.event_type() == "request/header-delta" {
             return Err(Error::SeedLegacyHeaderDelta { index });
         }
         let plan = self.plan_seed_event(index, event, lookup)?;
         self.fold(event, plan);
         Ok(())
+    }
+
+    /// [`Session::restore_step`] for an ordinary log-only event ([`is_plain_log_event`]), which
+    /// needs no earlier event: what the general path does for an event that no seed check reads
+    /// and that is not a surface candidate (the contiguity check and the log-only fold).
+    /// `Ok(false)`, with nothing done, for any other event.
+    fn restore_plain_step(&mut self, index: usize, event: &Event) -> Result<bool> {
+        if !is_plain_log_event(event.event_type(), event) {
+            return Ok(false);
+        }
+        if event.seq() != index as u64 {
+            return Err(Error::SeedNotContiguous {
+                index,
+                seq: event.seq(),
+            });
+        }
+        self.surface.push_log_only();
+        self.request_header.push(event);
+        self.request_context.push(event);
+        self.keep_checkpoint();
+        Ok(true)
     }
 
     /// The end of a restore whose log holds every restored event: the live part starts after
@@ -918,8 +926,6 @@ pub fn check_message_shape(event_type: &str, data: &Value, subject: &str) -> Res
     }
 }
 
-/// Whether `event` (of type `ty`) is an ordinary log-only event: not surface-eligible, without
-/// surface metadata, and of no type that a seed check or a request fold reads.
 /// [`Session::from_restore_events`] fed one event at a time, so that a reader can build the
 /// session while it is still reading the log: the same checks and folds in the same order,
 /// each event pushed onto the log as it is accepted.
@@ -944,23 +950,40 @@ impl RestoreBuilder {
 
     /// The next seed event. After an error the builder holds a partial state: drop it.
     pub fn push(&mut self, event: Event) -> Result<()> {
+        self.try_push(event).map_err(|(_, e)| e)
+    }
+
+    /// [`RestoreBuilder::push`], handing a refused event back with the error (so that a
+    /// caller that keeps the events of a failed restore needs no copy of each one it pushes).
+    pub fn try_push(&mut self, event: Event) -> std::result::Result<(), (Event, Error)> {
         let session = &mut self.session;
         let index = session.log.len();
-        // The log is moved out for the step (which never reads it), so that the lookup can
-        // borrow it while the step changes the rest of the session, and no snapshot makes the
-        // push below copy the log's tail.
-        let log = std::mem::replace(&mut session.log, Log::new());
-        let step = session.restore_step(index, &event, &|seq| log.get(seq).cloned());
-        session.log = log;
-        step?;
-        // The step checked that the event's seq is `index`, the log's next seq.
-        session
-            .log
-            .push(event)
-            .map_err(|_| Error::SeedNotContiguous {
-                index,
-                seq: index as u64,
-            })
+        let step = match session.restore_plain_step(index, &event) {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                // The log is moved out for the step (which never reads it), so that the lookup
+                // can borrow it while the step changes the rest of the session, and no snapshot
+                // makes the push below copy the log's tail. An ordinary log-only event, most
+                // of a log, needs no lookup and skips this.
+                let log = std::mem::replace(&mut session.log, Log::new());
+                let step = session.restore_step(index, &event, &|seq| log.get(seq).cloned());
+                session.log = log;
+                step
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = step {
+            return Err((event, e));
+        }
+        // The step checked that the event's seq is `index`, the log's next seq; checked here
+        // again, so that the push below, which refuses nothing else, cannot fail.
+        let seq = event.seq();
+        if seq != session.log.next_seq() {
+            return Err((event, Error::SeedNotContiguous { index, seq }));
+        }
+        let pushed = session.log.push(event);
+        debug_assert!(pushed.is_ok(), "the seq was checked");
+        Ok(())
     }
 
     /// How many events were pushed.
@@ -984,6 +1007,8 @@ impl RestoreBuilder {
     }
 }
 
+/// Whether `event` (of type `ty`) is an ordinary log-only event: not surface-eligible, without
+/// surface metadata, and of no type that a seed check or a request fold reads.
 fn is_plain_log_event(ty: &str, event: &Event) -> bool {
     !matches!(
         ty,

@@ -373,8 +373,6 @@ impl Fenwick {
     }
 }
 
-/// No key: the event is not (or no longer) a surface node.
-const NO_KEY: usize = usize::MAX;
 /// Key flag: a node currently holds this key.
 const LIVE: u8 = 1;
 /// Key flag: the node holding this key derives a message.
@@ -394,8 +392,10 @@ pub struct Surface {
     generation: u64,
     nodes: PSeq<u64>,
     messages: PSeq<Value>,
-    /// Key of the live node with seq `base + i`, or [`NO_KEY`].
-    key_of: imbl::Vector<usize>,
+    /// The key of each seq that is a live node. A map of the few seqs that are, not a slot
+    /// per event: most of a log (chunks, steps, tool calls) is log-only, and a restore
+    /// pushed a slot for each of its 10^6 events.
+    key_of: imbl::OrdMap<u64, usize>,
     /// [`LIVE`] / [`HAS_MESSAGE`] per key.
     flags: imbl::Vector<u8>,
     live: Fenwick,
@@ -502,7 +502,7 @@ impl Surface {
             generation: 0,
             nodes: PSeq::default(),
             messages: PSeq::default(),
-            key_of: imbl::Vector::new(),
+            key_of: imbl::OrdMap::new(),
             flags: imbl::Vector::new(),
             live: Fenwick::default(),
             with_message: Fenwick::default(),
@@ -545,8 +545,7 @@ impl Surface {
     }
 
     fn key(&self, seq: u64) -> Option<usize> {
-        let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
-        self.key_of.get(i).copied().filter(|&k| k != NO_KEY)
+        self.key_of.get(&seq).copied()
     }
 
     /// The surface position of `seq`, if it is a node (O(log n)).
@@ -659,13 +658,14 @@ impl Surface {
         if !self.is_current(&plan) {
             return;
         }
+        let seq = self.next_seq;
         self.next_seq += 1;
         let has_message = plan.message.is_some();
         match plan.kind {
-            PlanKind::None => push_back_sealed(&mut self.key_of, NO_KEY),
+            PlanKind::None => {}
             PlanKind::Append => {
                 let key = self.flags.len();
-                push_back_sealed(&mut self.key_of, key);
+                self.key_of.insert(seq, key);
                 push_back_sealed(
                     &mut self.flags,
                     LIVE | if has_message { HAS_MESSAGE } else { 0 },
@@ -701,12 +701,7 @@ impl Surface {
                     if let Some(flag) = self.flags.get_mut(key) {
                         *flag = 0;
                     }
-                    if let Some(slot) = usize::try_from(seq - self.base)
-                        .ok()
-                        .and_then(|i| self.key_of.get_mut(i))
-                    {
-                        *slot = NO_KEY;
-                    }
+                    self.key_of.remove(&seq);
                 }
                 if let Some(flag) = self.flags.get_mut(start_key) {
                     *flag = LIVE | if has_message { HAS_MESSAGE } else { 0 };
@@ -714,7 +709,7 @@ impl Surface {
                 if has_message {
                     self.with_message.add(start_key);
                 }
-                push_back_sealed(&mut self.key_of, start_key);
+                self.key_of.insert(seq, start_key);
                 self.generation += 1;
             }
         }
@@ -724,7 +719,6 @@ impl Surface {
     /// and `sourceEventSeqs`): what [`Surface::plan`] and [`Surface::apply`] do for it.
     pub(crate) fn push_log_only(&mut self) {
         self.next_seq += 1;
-        push_back_sealed(&mut self.key_of, NO_KEY);
     }
 
     /// Plans and commits `event` in one step.

@@ -74,14 +74,19 @@ impl StoredEventSink for RestoreSink {
     fn accept(&mut self, events: &mut Vec<Event>) {
         for event in events.drain(..) {
             if let Some(builder) = &mut self.builder {
-                if is_kept_as_read(&event, &self.id, &mut self.message_ids)
-                    && builder.push(event.clone()).is_ok()
-                {
-                    continue;
-                }
+                let refused = if is_kept_as_read(&event, &self.id, &mut self.message_ids) {
+                    match builder.try_push(event) {
+                        Ok(()) => continue,
+                        Err((event, _)) => event,
+                    }
+                } else {
+                    event
+                };
                 // The events before this one were kept as read: they are the builder's log.
                 self.raw = builder.events().iter().cloned().collect();
                 self.builder = None;
+                self.raw.push(refused);
+                continue;
             }
             self.raw.push(event);
         }

@@ -87,6 +87,25 @@ fn check(lines: &[String], header: &Value) -> Option<String> {
         assert_eq!(builder.len(), events.len());
         builder.finish()
     })();
+    // `try_push` refuses what `push` refuses, and hands the refused event back.
+    let tried = (|| {
+        let mut builder = RestoreBuilder::new("s", header, clock())?;
+        for event in &events {
+            if let Err((back, e)) = builder.try_push(event.clone()) {
+                assert!(back.ptr_eq(event), "the refused event comes back");
+                return Err(e);
+            }
+        }
+        builder.finish()
+    })();
+    match (&built, &tried) {
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+        (Ok(a), Ok(b)) => {
+            let lines = |s: &Session| s.events().iter().map(Event::to_json).collect::<Vec<_>>();
+            assert_eq!(lines(a), lines(b));
+        }
+        _ => panic!("push and try_push disagree"),
+    }
     match (by_values, by_events, shared, built) {
         (Err(a), Err(b), Err(c), Err(d)) => {
             assert_eq!(a.to_string(), b.to_string());
