@@ -446,8 +446,9 @@ impl Session {
             });
         }
         self.surface.push_log_only();
-        self.request_header.push(event);
-        self.request_context.push(event);
+        // A plain log event is neither a `request/header` nor a `request/context`.
+        self.request_header.push_other();
+        self.request_context.push_other();
         self.keep_checkpoint();
         Ok(true)
     }
