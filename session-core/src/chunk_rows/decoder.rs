@@ -586,15 +586,7 @@ impl Staged {
                 parsed_order: self.parsed_order,
             });
         }
-        let mut start = 0;
-        for (k, (&end, &time)) in self.ends.iter().zip(&self.times).enumerate() {
-            sink.push_member(
-                self.seq0 + k as u64,
-                time,
-                self.text.get(start..end).unwrap_or_default(),
-            );
-            start = end;
-        }
+        sink.push_members(self.seq0, &self.times, &self.text, &self.ends);
     }
 }
 
@@ -885,6 +877,66 @@ mod tests {
         let events = decoder.take_events();
         assert_eq!(describe(&record, &events), reference(line).0);
         assert_same_events(&events, &reference(line).1, "invalid utf-8");
+    }
+
+    #[test]
+    fn rows_that_cross_block_boundaries_keep_their_members() {
+        fn row(seq0: u64, dts: &[i64], texts: &[String]) -> String {
+            let dt: Vec<String> = dts.iter().map(ToString::to_string).collect();
+            let texts: Vec<String> = texts.iter().map(|t| format!("\"{t}\"")).collect();
+            format!(
+                r#"{{"type":"reasoning-chunks","seq0":{seq0},"time0":5,"data":{{"turn":1,"step":1,"index":0,"dt":[{}],"texts":[{}]}}}}"#,
+                dt.join(","),
+                texts.join(",")
+            )
+        }
+        let texts = |n: usize, tag: &str| -> Vec<String> {
+            (0..n).map(|k| format!("{tag}{k}\u{e9}")).collect()
+        };
+        // A row longer than a block, rows of 7 members (a block holds 1,024, no multiple of
+        // 7), and a row with a time step too large for a block's relative times in its middle.
+        let mut lines = vec![row(0, &[1; 2999], &texts(3000, "long"))];
+        let mut seq = 3000;
+        for i in 0..400 {
+            lines.push(row(seq, &[1; 6], &texts(7, &format!("r{i}-"))));
+            seq += 7;
+        }
+        let mut dts = vec![1; 99];
+        dts[50] = 3_000_000_000;
+        lines.push(row(seq, &dts, &texts(100, "jump")));
+        let mut decoder = StorageDecoder::new();
+        let mut want = Vec::new();
+        for line in &lines {
+            assert!(matches!(
+                decoder.decode_line(line.as_bytes()),
+                LineRecord::Chunks { .. }
+            ));
+            want.extend(reference(line.as_bytes()).1);
+        }
+        let got = decoder.take_events();
+        assert_same_events(&got, &want, "rows across blocks");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.to_json(), w.to_json());
+        }
+        let block_of = |e: &Event| {
+            e.as_member()
+                .map(|(b, _)| std::ptr::from_ref(b).cast::<()>())
+        };
+        // The long row spans three blocks; the row with the time jump, two.
+        let long: std::collections::HashSet<_> = got[..3000].iter().map(block_of).collect();
+        assert_eq!(long.len(), 3);
+        let last = got.len() - 100;
+        assert_ne!(block_of(&got[last + 50]), block_of(&got[last + 51]));
+        // No block holds more than its bound.
+        let mut per_block = std::collections::HashMap::new();
+        for e in &got {
+            *per_block.entry(block_of(e)).or_insert(0usize) += 1;
+        }
+        assert!(
+            per_block
+                .values()
+                .all(|&n| n <= crate::event::compact::BLOCK_MEMBERS)
+        );
     }
 
     #[test]

@@ -333,6 +333,75 @@ impl BlockBuilder {
         Some(k)
     }
 
+    /// [`BlockBuilder::push`] for members `first..` of a run, in one pass, for as many as the
+    /// block takes: member `k` of the run has seq `seq0 + k`, time `times[k]` and text
+    /// `text[ends[k - 1]..ends[k]]` (from 0 for the first). Returns the block index of the first
+    /// member taken and how many were taken; none when the next one does not fit (finish the
+    /// block and retry) or there is no current meta.
+    pub(crate) fn push_run(
+        &mut self,
+        seq0: u64,
+        times: &[i64],
+        text: &str,
+        ends: &[usize],
+        first: usize,
+    ) -> (u32, usize) {
+        let start = self.members.len() as u32;
+        let Some(meta) = self
+            .metas
+            .len()
+            .checked_sub(1)
+            .and_then(|m| u16::try_from(m).ok())
+        else {
+            return (start, 0);
+        };
+        let count = times.len().min(ends.len());
+        if first >= count {
+            return (start, 0);
+        }
+        let from = if first == 0 { 0 } else { ends[first - 1] };
+        let (Some(seq), Some(&time)) = (seq0.checked_add(first as u64), times.get(first)) else {
+            return (start, 0);
+        };
+        if self.members.is_empty() {
+            self.base_seq = seq;
+            self.base_time = time;
+        }
+        let room = BLOCK_MEMBERS.saturating_sub(self.members.len());
+        let text_base = self.text.len();
+        let mut k = first;
+        while k < count && k - first < room {
+            let rel_seq = seq0
+                .checked_add(k as u64)
+                .and_then(|s| s.checked_sub(self.base_seq))
+                .and_then(|d| u32::try_from(d).ok());
+            let rel_time = times[k]
+                .checked_sub(self.base_time)
+                .and_then(|d| i32::try_from(d).ok());
+            let end = ends[k]
+                .checked_sub(from)
+                .and_then(|len| text_base.checked_add(len))
+                .and_then(|e| u32::try_from(e).ok());
+            let (Some(seq), Some(time), Some(end)) = (rel_seq, rel_time, end) else {
+                break;
+            };
+            self.members.push(Member {
+                seq,
+                time,
+                end,
+                meta,
+            });
+            k += 1;
+        }
+        let taken = k - first;
+        if taken > 0 {
+            let to = ends[k - 1];
+            self.text.push_str(text.get(from..to).unwrap_or_default());
+            self.meta_used = true;
+        }
+        (start, taken)
+    }
+
     /// The block of the members pushed so far; the builder starts a new block that keeps the
     /// current meta.
     pub(crate) fn finish(&mut self) -> Arc<ChunkBlock> {
@@ -417,6 +486,39 @@ impl EventSink {
             },
         );
         self.out.push(event);
+    }
+
+    /// [`EventSink::push_member`] for every member of a run with the current meta, the members
+    /// that fit the current block in one pass: member `k` has seq `seq0 + k`, time `times[k]`
+    /// and text `text[ends[k - 1]..ends[k]]` (from 0 for the first). A packed row decoded by
+    /// the fast path is pushed this way (one text copy and one block check per row, not per
+    /// member).
+    pub(crate) fn push_members(&mut self, seq0: u64, times: &[i64], text: &str, ends: &[usize]) {
+        let count = times.len().min(ends.len());
+        let mut k = 0;
+        let mut flushed = false;
+        while k < count {
+            let (start, taken) = self.builder.push_run(seq0, times, text, ends, k);
+            if taken > 0 {
+                self.pending.extend((start..).take(taken).map(Slot::Member));
+                k += taken;
+                flushed = false;
+                continue;
+            }
+            if !flushed {
+                // The next member does not fit this block: finish it and retry, as
+                // `push_member` does.
+                self.flush();
+                flushed = true;
+                continue;
+            }
+            // Not storable compactly even in a new block: `push_member`'s plain event.
+            let from = if k == 0 { 0 } else { ends[k - 1] };
+            let member_text = text.get(from..ends[k]).unwrap_or_default();
+            self.push_member(seq0.saturating_add(k as u64), times[k], member_text);
+            k += 1;
+            flushed = false;
+        }
     }
 
     /// Finishes the current block, turning its members into events.
