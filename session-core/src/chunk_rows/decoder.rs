@@ -141,10 +141,10 @@ impl StorageDecoder {
         } else {
             return None;
         };
-        let mut cur = Cursor {
-            bytes: line,
-            pos: line.len() - rest.len(),
-        };
+        // The line is checked to be UTF-8 once, not string by string: every byte outside its
+        // strings is ASCII syntax, so a line that is not UTF-8 would fail in one of them anyway.
+        let text = std::str::from_utf8(line).ok()?;
+        let mut cur = Cursor::new(text, line.len() - rest.len());
         self.staged.clear();
         let record = if packed {
             self.staged.parse_row(&mut cur, kind)?
@@ -178,7 +178,7 @@ fn fast_envelope(line: &[u8]) -> Option<Event> {
         }
         pos += 1;
         let runs = if key.is_source_event_seqs() {
-            int_runs(line, pos)
+            int_runs(text, pos)
         } else {
             None
         };
@@ -208,8 +208,9 @@ type IntRuns = (Vec<(u64, u64)>, usize, usize);
 
 /// A non-empty array of integers in the exact form [`Cursor::int`] reads, all non-negative,
 /// starting at `pos`: its runs of consecutive values, its length and the position after it.
-fn int_runs(line: &[u8], pos: usize) -> Option<IntRuns> {
-    let mut cur = Cursor { bytes: line, pos };
+fn int_runs(text: &str, pos: usize) -> Option<IntRuns> {
+    let line = text.as_bytes();
+    let mut cur = Cursor::new(text, pos);
     cur.lit("[")?;
     let mut runs: Vec<(u64, u64)> = Vec::new();
     let mut len = 0;
@@ -321,11 +322,21 @@ impl Decimal {
 
 /// A byte cursor over one line.
 struct Cursor<'a> {
+    /// The line's bytes (`text`'s).
     bytes: &'a [u8],
+    text: &'a str,
     pos: usize,
 }
 
 impl<'a> Cursor<'a> {
+    fn new(text: &'a str, pos: usize) -> Cursor<'a> {
+        Cursor {
+            bytes: text.as_bytes(),
+            text,
+            pos,
+        }
+    }
+
     fn lit(&mut self, s: &str) -> Option<()> {
         if self.bytes.get(self.pos..)?.starts_with(s.as_bytes()) {
             self.pos += s.len();
@@ -378,7 +389,8 @@ impl<'a> Cursor<'a> {
         let start = self.pos + 1;
         let mut end = json::string_special(bytes, start);
         if bytes.get(end) == Some(&b'"') {
-            let s = std::str::from_utf8(&bytes[start..end]).ok()?;
+            // Quotes are ASCII, so both ends are character boundaries.
+            let s = self.text.get(start..end)?;
             self.pos = end + 1;
             return Some(Cow::Borrowed(s));
         }
@@ -390,7 +402,7 @@ impl<'a> Cursor<'a> {
                 _ => return None,
             }
         }
-        let literal = std::str::from_utf8(&bytes[self.pos..=end]).ok()?;
+        let literal = self.text.get(self.pos..=end)?;
         let (s, after) = json::string_at(literal, 0).ok()?;
         if after != literal.len() {
             return None;
@@ -677,8 +689,8 @@ mod tests {
     #[test]
     fn integer_runs_match_reading_every_element() {
         /// `int_runs` without the match against the previous element plus one.
-        fn parsed(line: &[u8], pos: usize) -> Option<IntRuns> {
-            let mut cur = Cursor { bytes: line, pos };
+        fn parsed(line: &str, pos: usize) -> Option<IntRuns> {
+            let mut cur = Cursor::new(line, pos);
             cur.lit("[")?;
             let mut runs: Vec<(u64, u64)> = Vec::new();
             let mut len = 0;
@@ -730,11 +742,7 @@ mod tests {
         for array in &arrays {
             for suffix in ["", ",\"surfaceOp\":\"append\"}", "}"] {
                 let line = format!("{array}{suffix}");
-                assert_eq!(
-                    int_runs(line.as_bytes(), 0),
-                    parsed(line.as_bytes(), 0),
-                    "{line}"
-                );
+                assert_eq!(int_runs(&line, 0), parsed(&line, 0), "{line}");
             }
         }
     }
@@ -761,10 +769,7 @@ mod tests {
             "12x",
             "+1",
         ] {
-            let mut cur = Cursor {
-                bytes: text.as_bytes(),
-                pos: 0,
-            };
+            let mut cur = Cursor::new(text, 0);
             let fast = cur.int();
             let general = json::parse(text).ok().and_then(|v| match &v {
                 Value::Number(n) if !n.is_verbatim() => n.as_i64(),
@@ -877,6 +882,31 @@ mod tests {
         let events = decoder.take_events();
         assert_eq!(describe(&record, &events), reference(line).0);
         assert_same_events(&events, &reference(line).1, "invalid utf-8");
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_anywhere_decodes_like_the_general_path() {
+        // A byte that is not UTF-8, in a text, in a key, in the syntax: each line is read as
+        // the general path reads it (with the invalid byte replaced), in both forms.
+        let lines: [&[u8]; 2] = [
+            br#"{"type":"text-chunks","seq0":0,"time0":1,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["ab","c\"d"]}}"#,
+            br#"{"type":"assistant/chunk","seq":3,"time":4,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"xy"}}}"#,
+        ];
+        for line in lines {
+            for at in 0..line.len() {
+                for byte in [0x80u8, 0xC3, 0xFF] {
+                    let mut damaged = line.to_vec();
+                    damaged[at] = byte;
+                    let mut decoder = StorageDecoder::new();
+                    let record = decoder.decode_line(&damaged);
+                    let events = decoder.take_events();
+                    let (want, want_events) = reference(&damaged);
+                    let shown = String::from_utf8_lossy(&damaged);
+                    assert_eq!(describe(&record, &events), want, "{shown}");
+                    assert_same_events(&events, &want_events, &shown);
+                }
+            }
+        }
     }
 
     #[test]
