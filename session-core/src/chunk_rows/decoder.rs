@@ -209,17 +209,12 @@ type IntRuns = (Vec<(u64, u64)>, usize, usize);
 /// A non-empty array of integers in the exact form [`Cursor::int`] reads, all non-negative,
 /// starting at `pos`: its runs of consecutive values, its length and the position after it.
 fn int_runs(text: &str, pos: usize) -> Option<IntRuns> {
-    let line = text.as_bytes();
-    let mut cur = Cursor::new(text, pos);
-    cur.lit("[")?;
-    let mut runs: Vec<(u64, u64)> = Vec::new();
-    let mut len = 0;
     // The array is usually one long run (a message citing its chunks): each element is first
     // matched byte for byte against the decimal text of the previous one plus one, which
     // costs less than reading it digit by digit.
     let mut next = Decimal::default();
-    loop {
-        let n = match next.matches_at(line, cur.pos) {
+    int_runs_with(text, pos, |cur| {
+        let n = match next.matches_at(cur.bytes, cur.pos) {
             Some(after) => {
                 cur.pos = after;
                 next.value
@@ -227,6 +222,22 @@ fn int_runs(text: &str, pos: usize) -> Option<IntRuns> {
             None => u64::try_from(cur.int()?).ok()?,
         };
         next.set_after(n);
+        Some(n)
+    })
+}
+
+/// [`int_runs`] with each element read by `element` (`None` refuses the array).
+fn int_runs_with(
+    text: &str,
+    pos: usize,
+    mut element: impl FnMut(&mut Cursor<'_>) -> Option<u64>,
+) -> Option<IntRuns> {
+    let mut cur = Cursor::new(text, pos);
+    cur.lit("[")?;
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    let mut len = 0;
+    loop {
+        let n = element(&mut cur)?;
         len += 1;
         match runs.last_mut() {
             Some((first, count)) if *first + *count == n => *count += 1,
@@ -690,23 +701,7 @@ mod tests {
     fn integer_runs_match_reading_every_element() {
         /// `int_runs` without the match against the previous element plus one.
         fn parsed(line: &str, pos: usize) -> Option<IntRuns> {
-            let mut cur = Cursor::new(line, pos);
-            cur.lit("[")?;
-            let mut runs: Vec<(u64, u64)> = Vec::new();
-            let mut len = 0;
-            loop {
-                let n = u64::try_from(cur.int()?).ok()?;
-                len += 1;
-                match runs.last_mut() {
-                    Some((first, count)) if *first + *count == n => *count += 1,
-                    _ => runs.push((n, 1)),
-                }
-                match cur.peek()? {
-                    b',' => cur.pos += 1,
-                    b']' => return Some((runs, len, cur.pos + 1)),
-                    _ => return None,
-                }
-            }
+            int_runs_with(line, pos, |cur| u64::try_from(cur.int()?).ok())
         }
         let mut arrays: Vec<String> = Vec::new();
         // Runs across every digit-count boundary, up to the 15 digits `Cursor::int` reads.

@@ -307,33 +307,16 @@ impl BlockBuilder {
         self.meta_used = false;
     }
 
-    /// Appends a member with the current meta. `None` when it does not fit: the block is full,
-    /// or the member's seq, time or text offset cannot be stored relative to the block (finish
-    /// the block and retry), or there is no current meta.
+    /// Appends a member with the current meta (a run of one, [`BlockBuilder::push_run`]). `None`
+    /// when it does not fit: the block is full, or the member's seq, time or text offset cannot
+    /// be stored relative to the block (finish the block and retry), or there is no current
+    /// meta.
     pub(crate) fn push(&mut self, seq: u64, time: i64, text: &str) -> Option<u32> {
-        let meta = u16::try_from(self.metas.len().checked_sub(1)?).ok()?;
-        if self.members.is_empty() {
-            self.base_seq = seq;
-            self.base_time = time;
-        } else if self.members.len() >= BLOCK_MEMBERS {
-            return None;
-        }
-        let rel_seq = u32::try_from(seq.checked_sub(self.base_seq)?).ok()?;
-        let rel_time = i32::try_from(time.checked_sub(self.base_time)?).ok()?;
-        let end = u32::try_from(self.text.len().checked_add(text.len())?).ok()?;
-        self.text.push_str(text);
-        let k = self.members.len() as u32;
-        self.members.push(Member {
-            seq: rel_seq,
-            time: rel_time,
-            end,
-            meta,
-        });
-        self.meta_used = true;
-        Some(k)
+        let (k, taken) = self.push_run(seq, &[time], text, &[text.len()], 0);
+        (taken == 1).then_some(k)
     }
 
-    /// [`BlockBuilder::push`] for members `first..` of a run, in one pass, for as many as the
+    /// Appends members `first..` of a run with the current meta, in one pass, as many as the
     /// block takes: member `k` of the run has seq `seq0 + k`, time `times[k]` and text
     /// `text[ends[k - 1]..ends[k]]` (from 0 for the first). Returns the block index of the first
     /// member taken and how many were taken; none when the next one does not fit (finish the
