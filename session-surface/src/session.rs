@@ -411,8 +411,8 @@ impl Session {
         session.finish_restore()
     }
 
-    /// One event of a restore (the loop body of [`Session::restore_events`] and
-    /// [`RestoreBuilder::push`]) or of a seed event taken as it is
+    /// One event of a restore (the loop body of [`Session::restore_events`]; its two halves are
+    /// [`RestoreBuilder::try_push`]'s) or of a seed event taken as it is
     /// ([`Session::seed_events`]): the seed checks and the fold, without touching the log.
     fn restore_step(
         &mut self,
@@ -423,6 +423,17 @@ impl Session {
         if self.restore_plain_step(index, event)? {
             return Ok(());
         }
+        self.restore_seed_step(index, event, lookup)
+    }
+
+    /// [`Session::restore_step`] for an event that is not an ordinary log-only one (see
+    /// [`Session::restore_plain_step`]): the seed checks, then the fold.
+    fn restore_seed_step(
+        &mut self,
+        index: usize,
+        event: &Event,
+        lookup: &dyn Fn(u64) -> Option<Event>,
+    ) -> Result<()> {
         if event.event_type() == "request/header-delta" {
             return Err(Error::SeedLegacyHeaderDelta { index });
         }
@@ -967,7 +978,7 @@ impl RestoreBuilder {
                 // makes the push below copy the log's tail. An ordinary log-only event, most
                 // of a log, needs no lookup and skips this.
                 let log = std::mem::replace(&mut session.log, Log::new());
-                let step = session.restore_step(index, &event, &|seq| log.get(seq).cloned());
+                let step = session.restore_seed_step(index, &event, &|seq| log.get(seq).cloned());
                 session.log = log;
                 step
             }

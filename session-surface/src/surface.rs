@@ -658,14 +658,14 @@ impl Surface {
         if !self.is_current(&plan) {
             return;
         }
-        let seq = self.next_seq;
+        let event_seq = self.next_seq;
         self.next_seq += 1;
         let has_message = plan.message.is_some();
         match plan.kind {
             PlanKind::None => {}
             PlanKind::Append => {
                 let key = self.flags.len();
-                self.key_of.insert(seq, key);
+                self.key_of.insert(event_seq, key);
                 push_back_sealed(
                     &mut self.flags,
                     LIVE | if has_message { HAS_MESSAGE } else { 0 },
@@ -709,7 +709,7 @@ impl Surface {
                 if has_message {
                     self.with_message.add(start_key);
                 }
-                self.key_of.insert(seq, start_key);
+                self.key_of.insert(event_seq, start_key);
                 self.generation += 1;
             }
         }
