@@ -76,7 +76,7 @@ fn model_fold(events: &Events, skip: &[u64]) -> (Vec<u64>, Vec<ModelReplace>) {
     let mut nodes: Vec<u64> = Vec::new();
     let mut stand_in: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut replaces: Vec<ModelReplace> = Vec::new();
-    for e in events.iter() {
+    for e in events {
         if !e.is_surface_event() {
             continue;
         }

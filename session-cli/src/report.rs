@@ -92,7 +92,7 @@ pub(crate) fn turns(events: impl IntoIterator<Item = impl Borrow<Event>>) -> Vec
         .collect()
 }
 
-pub(crate) use session_web::{TypeTally, counts};
+pub(crate) use session_web::{TypeCounts, TypeTally};
 
 /// Builds the report for `target` (never writes). `children`: also list the store, to name
 /// the sessions forked from it (otherwise they are `None`).
@@ -130,6 +130,10 @@ pub(crate) fn build(store: &Store, target: &Target, children: bool) -> Result<Re
     let events = inspection.events.clone();
     let closers = events.suffix(stored_len).to_vec();
     let prefix = events.prefix(stored_len);
+    // The type counts and the turns in one pass over the stored events.
+    let mut counts = TypeCounts::default();
+    let turns = turns(prefix.iter().inspect(|e| counts.push(e)));
+    let counts = counts.into_rows();
     // The inspection built the session: its surface, messages and transcript are those of
     // every event including the closers, without folding the log again.
     let replacements = detailed.transcript.replacements();
@@ -152,8 +156,8 @@ pub(crate) fn build(store: &Store, target: &Target, children: bool) -> Result<Re
         file_bytes,
         outside: target.outside,
         meta: inspection.meta,
-        counts: counts(prefix.iter()),
-        turns: turns(prefix.iter()),
+        counts,
+        turns,
         stored: stored_len,
         closers,
         torn,

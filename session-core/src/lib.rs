@@ -74,4 +74,4 @@ pub use clock::{Clock, FixedClock, SharedClock, SystemClock};
 pub use error::{Error, Result};
 pub use event::{Event, EventParts, KeyOrder, SurfaceOp};
 pub use header::{SESSION_FORMAT_VERSION, SessionHeader};
-pub use log::{Events, Log, push_back_sealed};
+pub use log::{Events, LeafIter, Log, push_back_sealed};

@@ -267,7 +267,7 @@ fn imported(sessions: &[Imported], path: &Path, format: Format) -> Counts {
         .filter(|s| s.report.files.first().is_some_and(|f| f == path))
     {
         let mut assistant_ids = HashSet::new();
-        for e in s.session.events().iter() {
+        for e in &s.session.events() {
             let d = e.data();
             match e.event_type() {
                 "user/message" => c.user += 1,

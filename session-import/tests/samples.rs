@@ -24,7 +24,7 @@ fn bytes(imported: &[Imported]) -> String {
     for i in imported {
         out.push_str(&i.session.header().to_value().to_json());
         out.push('\n');
-        for e in i.session.events().iter() {
+        for e in &i.session.events() {
             out.push_str(&e.to_json());
             out.push('\n');
         }

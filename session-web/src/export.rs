@@ -196,7 +196,7 @@ fn for_each_record(
             ("textBytes", num(text)),
         ]))
     };
-    for e in events.iter() {
+    for e in events {
         if records >= limits.max_events {
             return Ok(true);
         }

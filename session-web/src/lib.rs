@@ -44,7 +44,7 @@ pub use export::{
     ExportLimits, ExportOptions, bundle, export_csp, export_page, export_view, render, render_to,
 };
 pub use list::{ListRow, list_rows};
-pub use tally::{TypeTally, counts};
+pub use tally::{TypeCounts, TypeTally, counts};
 pub use view::{
     Closer, Row, RowKind, SessionView, closer_code, closer_text, compaction_json, timeline,
     view_size_json,

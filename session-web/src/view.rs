@@ -185,7 +185,7 @@ pub fn timeline(events: &Events) -> Vec<Row> {
             .zip(time_of(seq))
             .map(|(a, b)| b.saturating_sub(a));
     };
-    for e in events.iter() {
+    for e in events {
         let seq = e.seq();
         match e.event_type() {
             "turn/start" => {
