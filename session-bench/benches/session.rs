@@ -145,20 +145,22 @@ fn snapshot(c: &mut Criterion) {
     g.finish();
 }
 
+/// The work of a pass over a log, per event: its type and seq read, in a for loop as the passes
+/// over a log are written.
+fn pass<'a>(events: impl Iterator<Item = &'a session_core::Event>) -> (u64, u64) {
+    let (mut ends, mut seqs) = (0u64, 0u64);
+    for e in events {
+        ends += u64::from(e.event_type() == "turn/end");
+        seqs ^= e.seq();
+    }
+    (ends, seqs)
+}
+
 /// One pass over every event of a log (the pass `sessionctl inspect` makes for its type counts
 /// and turns): the log's leaf iterator against `imbl`'s element iterator over the same events.
 fn iterate(c: &mut Criterion) {
     let mut g = c.benchmark_group("events_iterate");
     g.sample_size(20);
-    // A for loop, as the passes over a log are written.
-    fn pass<'a>(events: impl Iterator<Item = &'a session_core::Event>) -> (u64, u64) {
-        let (mut ends, mut seqs) = (0u64, 0u64);
-        for e in events {
-            ends += u64::from(e.event_type() == "turn/end");
-            seqs ^= e.seq();
-        }
-        (ends, seqs)
-    }
     for n in [10_000, 1_000_000] {
         let events = chat_session_with_events(n).events();
         let elements: imbl::Vector<session_core::Event> = events.iter().cloned().collect();
