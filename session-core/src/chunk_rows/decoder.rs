@@ -81,15 +81,21 @@ impl StorageDecoder {
 
     /// Decodes one line (without its newline), pushing its events.
     pub fn decode_line(&mut self, line: &[u8]) -> LineRecord {
-        if let Some(record) = self.fast_line(line) {
-            return record;
-        }
-        if let Some(event) = fast_envelope(line) {
-            self.sink.push_event(event);
-            return LineRecord::Event;
-        }
+        // One UTF-8 check serves every path: the fast paths take only lines that are UTF-8
+        // (every byte outside a line's strings is ASCII syntax, so a line that is not would
+        // fail in one of its strings anyway), and the general path reads the others with the
+        // invalid bytes replaced.
         let text = match std::str::from_utf8(line) {
-            Ok(text) => Cow::Borrowed(text),
+            Ok(text) => {
+                if let Some(record) = self.fast_line(text) {
+                    return record;
+                }
+                if let Some(event) = fast_envelope(text) {
+                    self.sink.push_event(event);
+                    return LineRecord::Event;
+                }
+                Cow::Borrowed(text)
+            }
             Err(_) => String::from_utf8_lossy(line),
         };
         let value = match json::parse(&text) {
@@ -128,7 +134,8 @@ impl StorageDecoder {
 
     /// The fast path: `None` when the line is not in the exact form the reference writes (the
     /// general path then decides).
-    fn fast_line(&mut self, line: &[u8]) -> Option<LineRecord> {
+    fn fast_line(&mut self, text: &str) -> Option<LineRecord> {
+        let line = text.as_bytes();
         let rest = line.strip_prefix(b"{\"type\":\"")?;
         let (kind, rest, packed) = if let Some(r) = rest.strip_prefix(b"text-chunks\",\"seq0\":") {
             (DeltaKind::Text, r, true)
@@ -141,9 +148,6 @@ impl StorageDecoder {
         } else {
             return None;
         };
-        // The line is checked to be UTF-8 once, not string by string: every byte outside its
-        // strings is ASCII syntax, so a line that is not UTF-8 would fail in one of them anyway.
-        let text = std::str::from_utf8(line).ok()?;
         let mut cur = Cursor::new(text, line.len() - rest.len());
         self.staged.clear();
         let record = if packed {
@@ -162,11 +166,11 @@ impl StorageDecoder {
 /// A stored event read key by key, with a long `sourceEventSeqs` array of integers read
 /// straight into runs: `None` unless the line is one JSON object that the general path reads as
 /// a valid event envelope that is not a packed row (the general path then decides).
-fn fast_envelope(line: &[u8]) -> Option<Event> {
+fn fast_envelope(text: &str) -> Option<Event> {
+    let line = text.as_bytes();
     if !line.starts_with(b"{\"") {
         return None;
     }
-    let text = std::str::from_utf8(line).ok()?;
     let mut envelope = Envelope::default();
     let mut pos = 1;
     loop {
