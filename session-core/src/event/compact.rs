@@ -342,7 +342,7 @@ impl BlockBuilder {
         if first >= count {
             return (start, 0);
         }
-        let from = if first == 0 { 0 } else { ends[first - 1] };
+        let from = run_text_start(ends, first);
         let (Some(seq), Some(&time)) = (seq0.checked_add(first as u64), times.get(first)) else {
             return (start, 0);
         };
@@ -415,6 +415,12 @@ pub(crate) struct EventSink {
     builder: BlockBuilder,
     pending: Vec<Slot>,
     out: Vec<Event>,
+}
+
+/// Where member `k`'s text starts in a run's text: the end of member `k - 1`, 0 for the first
+/// (a run gives each member's text as its end offset, `ends[k]`).
+fn run_text_start(ends: &[usize], k: usize) -> usize {
+    k.checked_sub(1).map_or(0, |prev| ends[prev])
 }
 
 impl EventSink {
@@ -496,8 +502,9 @@ impl EventSink {
                 continue;
             }
             // Not storable compactly even in a new block: `push_member`'s plain event.
-            let from = if k == 0 { 0 } else { ends[k - 1] };
-            let member_text = text.get(from..ends[k]).unwrap_or_default();
+            let member_text = text
+                .get(run_text_start(ends, k)..ends[k])
+                .unwrap_or_default();
             self.push_member(seq0.saturating_add(k as u64), times[k], member_text);
             k += 1;
             flushed = false;
