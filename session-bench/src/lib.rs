@@ -19,6 +19,22 @@ use session_core::json::Value;
 use session_core::{FixedClock, SharedClock};
 use session_surface::{Draft, Session};
 
+/// The positive count a harness binary takes as an optional argument: `default` when `arg` is
+/// absent; `Err` with the message to print (naming `bin` and the argument's `name`) when it is
+/// not a positive number.
+pub fn count_arg(
+    arg: Option<&str>,
+    default: usize,
+    bin: &str,
+    name: &str,
+) -> Result<usize, String> {
+    match arg.map(str::parse::<usize>) {
+        None => Ok(default),
+        Some(Ok(n)) if n > 0 => Ok(n),
+        Some(_) => Err(format!("{bin}: {name} must be a positive number")),
+    }
+}
+
 /// A fixed clock for reproducible fixtures.
 pub fn clock() -> SharedClock {
     Arc::new(FixedClock::new(1_767_225_600_000))

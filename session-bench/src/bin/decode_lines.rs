@@ -26,11 +26,15 @@ fn main() -> ExitCode {
         eprintln!("usage: decode_lines <FILE> [ROUNDS]");
         return ExitCode::from(2);
     };
-    let rounds: usize = match args.get(1).map(|t| t.parse()) {
-        None => 3,
-        Some(Ok(n)) if n > 0 => n,
-        Some(_) => {
-            eprintln!("decode_lines: ROUNDS must be a positive number");
+    let rounds = match session_bench::count_arg(
+        args.get(1).map(String::as_str),
+        3,
+        "decode_lines",
+        "ROUNDS",
+    ) {
+        Ok(n) => n,
+        Err(message) => {
+            eprintln!("{message}");
             return ExitCode::from(2);
         }
     };

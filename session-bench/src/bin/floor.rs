@@ -79,14 +79,14 @@ fn main() -> ExitCode {
         eprintln!("usage: floor <FILE> [THREADS] [zstd|none]");
         return ExitCode::from(2);
     };
-    let threads: usize = match args.get(1).map(|t| t.parse()) {
-        None => 2,
-        Some(Ok(n)) if n > 0 => n,
-        Some(_) => {
-            eprintln!("floor: THREADS must be a positive number");
-            return ExitCode::from(2);
-        }
-    };
+    let threads =
+        match session_bench::count_arg(args.get(1).map(String::as_str), 2, "floor", "THREADS") {
+            Ok(n) => n,
+            Err(message) => {
+                eprintln!("{message}");
+                return ExitCode::from(2);
+            }
+        };
     let zstd = match args.get(2).map(String::as_str) {
         Some("zstd") => true,
         Some("none") => false,
