@@ -28,7 +28,10 @@ use crate::schema::{self, SESSION_LOCK_CLASS};
 use crate::sql;
 
 mod page;
+mod read;
 mod rows;
+
+use self::read::decode_window;
 
 use self::rows::{
     SessionRow, event_rows, insert_rows, ms, row_header, row_meta, session_row, to_i64, to_u64,
@@ -411,20 +414,12 @@ impl PostgresBackend {
     /// [`Backend::load_stored`] with this crate's error type. The stored log is never torn:
     /// every write is one transaction, so any damage is an error naming the row.
     pub async fn load(&self, id: &str) -> Result<Option<StoredPrefix>> {
-        self.check_open()?;
-        if !self.has_schema().await? {
-            return Ok(None);
-        }
-        let mut conn = self.inner.pool.get().await?;
-        let tx = read_tx(conn.client()).await?;
-        let Some(row) = session_row(&tx, id, sql::SESSION_ROW).await? else {
-            drop(tx);
-            conn.done();
+        let Some((row, rows)) = self
+            .read_session(id, |_| Some((sql::EVENTS_ALL, Vec::new())))
+            .await?
+        else {
             return Ok(None);
         };
-        let rows = event_rows(&tx, id, sql::EVENTS_ALL, &[]).await?;
-        tx.commit().await.map_err(Error::pg("load"))?;
-        conn.done();
         let (meta, header_value) = row_meta(&row)?;
         let events = codec::decode_rows(id, &rows, 0)?;
         if events.len() as u64 != to_u64(row.next_seq) {
@@ -475,37 +470,12 @@ impl PostgresBackend {
     /// [`Backend::load_stored_from`] with this crate's error type: reads only the rows whose
     /// last seq is at least `from_seq`.
     pub async fn load_from(&self, id: &str, from_seq: u64) -> Result<Option<StoredSuffix>> {
-        self.check_open()?;
-        if !self.has_schema().await? {
-            return Ok(None);
-        }
-        let mut conn = self.inner.pool.get().await?;
-        let tx = read_tx(conn.client()).await?;
-        let Some(row) = session_row(&tx, id, sql::SESSION_ROW).await? else {
-            drop(tx);
-            conn.done();
+        let select = |_: &SessionRow| Some((sql::EVENTS_FROM, vec![to_i64(from_seq)]));
+        let Some((row, rows)) = self.read_session(id, select).await? else {
             return Ok(None);
         };
-        let from = to_i64(from_seq);
-        let rows = event_rows(&tx, id, sql::EVENTS_FROM, &[from]).await?;
-        tx.commit().await.map_err(Error::pg("load"))?;
-        conn.done();
         let (meta, header_value) = row_meta(&row)?;
-        let events = match rows.first() {
-            None => Vec::new(),
-            Some(first) => {
-                if first.seq > from {
-                    return Err(Error::corrupt(
-                        id,
-                        Some(to_u64(first.seq)),
-                        format!("no stored row holds seq {from_seq}"),
-                    ));
-                }
-                let mut events = codec::decode_rows(id, &rows, to_u64(first.seq))?;
-                events.retain(|e| e.seq() >= from_seq);
-                events
-            }
-        };
+        let events = decode_window(id, &rows, from_seq, u64::MAX)?;
         let end = events.last().map_or(from_seq, |e| e.seq() + 1);
         if from_seq < to_u64(row.next_seq) && end != to_u64(row.next_seq) {
             return Err(Error::corrupt(

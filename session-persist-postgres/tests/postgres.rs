@@ -289,6 +289,12 @@ async fn load_page_reads_bounded_runs_of_the_log() {
     assert!(backend.load_page("page", 0, 3).await.is_ok());
     let failed = backend.load_page("page", last as u64 - 1, 3).await;
     assert!(failed.is_err(), "{failed:?}");
+    // The seeking and the whole reads share the read: both refuse the hole.
+    let failed = backend.load_from("page", last as u64 - 1).await;
+    assert!(failed.is_err(), "{failed:?}");
+    let failed = backend.load("page").await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(backend.load_from("page", 0).await.is_err());
 }
 
 /// Migrations are recorded, applied once by concurrent connects, and a newer schema is

@@ -2,9 +2,9 @@
 
 use session_persist::StoredPage;
 
-use super::{PostgresBackend, Result, event_rows, read_tx, row_meta, session_row, to_i64, to_u64};
+use super::{PostgresBackend, Result, SessionRow, decode_window, row_meta, to_i64, to_u64};
 use crate::error::Error;
-use crate::{codec, sql};
+use crate::sql;
 
 impl PostgresBackend {
     /// [`session_persist::Backend::load_stored_page`] with this crate's error type: reads, in
@@ -18,45 +18,20 @@ impl PostgresBackend {
         from_seq: u64,
         max_events: usize,
     ) -> Result<Option<StoredPage>> {
-        self.check_open()?;
-        if !self.has_schema().await? {
-            return Ok(None);
-        }
-        let mut conn = self.inner.pool.get().await?;
-        let tx = read_tx(conn.client()).await?;
-        let Some(row) = session_row(&tx, id, sql::SESSION_ROW).await? else {
-            drop(tx);
-            conn.done();
+        let max = u64::try_from(max_events.max(1)).unwrap_or(u64::MAX);
+        // The page's seqs: `from_seq..end`, known once the session row is read.
+        let page_end = |row: &SessionRow| from_seq.saturating_add(max).min(to_u64(row.next_seq));
+        let select = |row: &SessionRow| {
+            let end = page_end(row);
+            (from_seq < end).then(|| (sql::EVENTS_RANGE, vec![to_i64(from_seq), to_i64(end - 1)]))
+        };
+        let Some((row, rows)) = self.read_session(id, select).await? else {
             return Ok(None);
         };
         let next_seq = to_u64(row.next_seq);
-        let max = u64::try_from(max_events.max(1)).unwrap_or(u64::MAX);
-        // The page's seqs: `from_seq..end`.
-        let end = from_seq.saturating_add(max).min(next_seq);
-        let rows = if from_seq < end {
-            let bounds = [to_i64(from_seq), to_i64(end - 1)];
-            event_rows(&tx, id, sql::EVENTS_RANGE, &bounds).await?
-        } else {
-            Vec::new()
-        };
-        tx.commit().await.map_err(Error::pg("load"))?;
-        conn.done();
+        let end = page_end(&row);
         let (meta, header_value) = row_meta(&row)?;
-        let events = match rows.first() {
-            None => Vec::new(),
-            Some(first) => {
-                if to_u64(first.seq) > from_seq {
-                    return Err(Error::corrupt(
-                        id,
-                        Some(to_u64(first.seq)),
-                        format!("no stored row holds seq {from_seq}"),
-                    ));
-                }
-                let mut events = codec::decode_rows(id, &rows, to_u64(first.seq))?;
-                events.retain(|e| (from_seq..end).contains(&e.seq()));
-                events
-            }
-        };
+        let events = decode_window(id, &rows, from_seq, end)?;
         let reached = events.last().map_or(from_seq, |e| e.seq() + 1);
         if from_seq < end && reached != end {
             return Err(Error::corrupt(
