@@ -77,7 +77,12 @@ pub(crate) fn find_newline(bytes: &[u8], from: usize) -> Option<usize> {
 
 /// The index of the last `\n` of `bytes`.
 pub(crate) fn rfind_newline(bytes: &[u8]) -> Option<usize> {
-    memchr::memrchr(b'\n', bytes)
+    // Most pieces searched are whole frames, which end at a record's newline: the last byte
+    // answers without `memrchr`'s setup (about 1.5 % of a write-behind restore's samples).
+    match bytes.split_last() {
+        Some((b'\n', _)) => Some(bytes.len() - 1),
+        _ => memchr::memrchr(b'\n', bytes),
+    }
 }
 
 /// Decodes every complete line of `buf` (as if `buf` started at a line boundary).
