@@ -60,6 +60,7 @@
 //! ```
 
 pub mod chunk_rows;
+mod chunked;
 pub mod clock;
 mod error;
 pub mod event;
@@ -70,8 +71,9 @@ pub mod request;
 pub mod rules;
 pub mod vocab;
 
+pub use chunked::LeafIter;
 pub use clock::{Clock, FixedClock, SharedClock, SystemClock};
 pub use error::{Error, Result};
 pub use event::{Event, EventParts, KeyOrder, SurfaceOp};
 pub use header::{SESSION_FORMAT_VERSION, SessionHeader};
-pub use log::{Events, LeafIter, Log, push_back_sealed};
+pub use log::{Events, Log, push_back_sealed};

@@ -1,6 +1,7 @@
 //! The frozen, append-only event log and its O(1) snapshots.
 
 use crate::Error;
+use crate::chunked::{ChunkedList, LeafIter};
 use crate::event::Event;
 
 /// The branching factor of `imbl`'s vectors (its default configuration).
@@ -29,104 +30,22 @@ pub fn push_back_sealed<T: Clone>(vector: &mut imbl::Vector<T>, value: T) {
     }
 }
 
-/// Iterates a persistent vector leaf by leaf: the elements of each 64-element chunk are walked
-/// as a slice.
-///
-/// `imbl`'s own iterator looks every element up through its focus (a range test and a path
-/// through the tree per element); a pass over a 10^6-event log spent about as long in those
-/// lookups as in the work it did per event. This one looks up each leaf chunk once
-/// (`imbl::Vector::leaves`) and then steps through the slice, in either direction.
-pub struct LeafIter<'a, T> {
-    leaves: imbl::vector::Chunks<'a, T, imbl::shared_ptr::DefaultSharedPtr>,
-    front: std::slice::Iter<'a, T>,
-    back: std::slice::Iter<'a, T>,
-    len: usize,
-}
-
-impl<'a, T> LeafIter<'a, T> {
-    /// Iterates over `vector`.
-    pub fn new(vector: &'a imbl::Vector<T>) -> LeafIter<'a, T> {
-        LeafIter {
-            leaves: vector.leaves(),
-            front: [].iter(),
-            back: [].iter(),
-            len: vector.len(),
-        }
-    }
-}
-
-impl<'a, T> Iterator for LeafIter<'a, T> {
-    type Item = &'a T;
-
-    #[inline]
-    fn next(&mut self) -> Option<&'a T> {
-        loop {
-            if let Some(item) = self.front.next() {
-                self.len -= 1;
-                return Some(item);
-            }
-            if let Some(leaf) = self.leaves.next() {
-                self.front = leaf.iter();
-            } else {
-                let item = self.back.next()?;
-                self.len -= 1;
-                return Some(item);
-            }
-        }
-    }
-
-    #[inline]
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.len, Some(self.len))
-    }
-
-    fn fold<B, F: FnMut(B, &'a T) -> B>(self, init: B, mut f: F) -> B {
-        let mut acc = self.front.fold(init, &mut f);
-        for leaf in self.leaves {
-            acc = leaf.iter().fold(acc, &mut f);
-        }
-        self.back.fold(acc, f)
-    }
-}
-
-impl<'a, T> DoubleEndedIterator for LeafIter<'a, T> {
-    #[inline]
-    fn next_back(&mut self) -> Option<&'a T> {
-        loop {
-            if let Some(item) = self.back.next_back() {
-                self.len -= 1;
-                return Some(item);
-            }
-            if let Some(leaf) = self.leaves.next_back() {
-                self.back = leaf.iter();
-            } else {
-                let item = self.front.next_back()?;
-                self.len -= 1;
-                return Some(item);
-            }
-        }
-    }
-}
-
-impl<T> ExactSizeIterator for LeafIter<'_, T> {}
-
-impl<T> std::iter::FusedIterator for LeafIter<'_, T> {}
-
 /// The append-only event log of one session.
 ///
 /// Each event's `seq` equals its index, so the log is contiguous from 0 by construction.
-/// Events are never changed or removed. Storage is a persistent vector (structural sharing), so
+/// Events are never changed or removed. Storage is persistent and shared (a list of 64-event
+/// chunks that clones share, and a tail written in place while no clone shares it), so
 /// [`Log::snapshot`] is O(1) and a snapshot never sees later appends; a fork's child can share
 /// its parent's prefix ([`Events::prefix`]) instead of copying it.
 #[derive(Clone, Default)]
 pub struct Log {
-    events: imbl::Vector<Event>,
+    events: ChunkedList<Event>,
 }
 
 /// A frozen view of a log: the events at the moment the snapshot was taken. It never grows.
 #[derive(Clone, Default)]
 pub struct Events {
-    events: imbl::Vector<Event>,
+    events: ChunkedList<Event>,
 }
 
 impl Log {
@@ -164,7 +83,7 @@ impl Log {
 
     /// The last event.
     pub fn last(&self) -> Option<&Event> {
-        self.events.back()
+        self.events.last()
     }
 
     /// Appends an event whose seq must equal [`Log::next_seq`].
@@ -176,7 +95,7 @@ impl Log {
                 got: event.seq(),
             });
         }
-        push_back_sealed(&mut self.events, event);
+        self.events.push(event);
         Ok(())
     }
 
@@ -189,37 +108,8 @@ impl Log {
 
     /// Iterates over the events in seq order.
     pub fn iter(&self) -> LeafIter<'_, Event> {
-        LeafIter::new(&self.events)
+        self.events.iter()
     }
-}
-
-/// A persistent vector of `events`, whose memory is given back as the list grows (it is
-/// consumed from the end in steps), so a large conversion does not need room for two copies
-/// of the handles.
-///
-/// The result's tail is left as [`push_back_sealed`] leaves it, so that later pushes into it
-/// and into its clones stay cheap: the bulk part is a whole number of chunks (each step a
-/// multiple of 64 long), its full tail chunk is moved into the tree, and the last
-/// `len % 64` events are pushed one by one.
-fn list_from_vec(mut events: Vec<Event>) -> imbl::Vector<Event> {
-    const STEP: usize = 1 << 15;
-    let rest = events.split_off(events.len() - events.len() % IMBL_CHUNK);
-    let mut list = imbl::Vector::new();
-    while !events.is_empty() {
-        let keep = events.len().saturating_sub(STEP);
-        let mut tail: imbl::Vector<Event> = events.drain(keep..).collect();
-        tail.append(list);
-        list = tail;
-        events.shrink_to(keep);
-    }
-    if let Some(last) = list.back().cloned() {
-        list.push_back(last);
-        list.pop_back();
-    }
-    for event in rest {
-        push_back_sealed(&mut list, event);
-    }
-    list
 }
 
 impl Events {
@@ -229,7 +119,7 @@ impl Events {
     /// steps), so converting a large log does not need room for two copies of its handles.
     pub fn from_vec(events: Vec<Event>) -> Events {
         Events {
-            events: list_from_vec(events),
+            events: ChunkedList::from_vec(events),
         }
     }
 
@@ -250,33 +140,28 @@ impl Events {
 
     /// The last event.
     pub fn last(&self) -> Option<&Event> {
-        self.events.back()
+        self.events.last()
     }
 
     /// The first `len` events, sharing storage (O(log n)).
     #[must_use]
     pub fn prefix(&self, len: usize) -> Events {
-        let mut events = self.events.clone();
-        if len < events.len() {
-            events.truncate(len);
+        Events {
+            events: self.events.prefix(len),
         }
-        Events { events }
     }
 
     /// The events from index `start` on, sharing storage (O(log n)).
     #[must_use]
     pub fn suffix(&self, start: usize) -> Events {
-        if start >= self.events.len() {
-            return Events::default();
-        }
         Events {
-            events: self.events.clone().split_off(start),
+            events: self.events.suffix(start),
         }
     }
 
     /// Iterates over the events.
     pub fn iter(&self) -> LeafIter<'_, Event> {
-        LeafIter::new(&self.events)
+        self.events.iter()
     }
 
     /// Copies the handles into a `Vec` (O(n); events themselves are shared).
@@ -386,70 +271,6 @@ mod tests {
             assert_eq!(log.len(), events.len() + 1);
             assert!(log.iter().zip(&events).all(|(a, b)| a.ptr_eq(b)));
             assert_eq!(log.last().map(Event::seq), Some(n));
-        }
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
-
-        /// The leaf iterator yields what `imbl`'s element iterator yields, from both ends in
-        /// any interleaving, with an exact length at every step, on every shape of list.
-        #[test]
-        fn leaf_iteration_matches_element_iteration(
-            n in 0usize..5_000,
-            shape in 0u8..4,
-            cut in 0usize..5_000,
-            steps in proptest::collection::vec(proptest::bool::ANY, 0..300),
-        ) {
-            let list: imbl::Vector<usize> = match shape {
-                0 => (0..n).collect(),
-                1 => {
-                    // As `list_from_vec` builds a bulk list: steps concatenated in front.
-                    let mut list = imbl::Vector::new();
-                    for start in (0..n).step_by(640).rev() {
-                        let mut step: imbl::Vector<usize> = (start..n.min(start + 640)).collect();
-                        step.append(list);
-                        list = step;
-                    }
-                    list
-                }
-                2 => {
-                    let mut list: imbl::Vector<usize> = (0..n).collect();
-                    list.truncate(cut.min(n));
-                    list
-                }
-                _ => {
-                    let list: imbl::Vector<usize> = (0..n).collect();
-                    let mut child = list.clone().split_off(cut.min(n));
-                    push_back_sealed(&mut child, usize::MAX);
-                    child
-                }
-            };
-            let expected: Vec<usize> = list.iter().copied().collect();
-            proptest::prop_assert!(LeafIter::new(&list).copied().eq(expected.iter().copied()));
-            proptest::prop_assert_eq!(
-                LeafIter::new(&list).fold(Vec::new(), |mut v, x| { v.push(*x); v }),
-                expected.clone()
-            );
-            proptest::prop_assert!(LeafIter::new(&list).rev().copied().eq(expected.iter().rev().copied()));
-            // Both ends, interleaved as `steps` says, then the rest from the front.
-            let (mut front, mut back) = (0usize, expected.len());
-            let mut it = LeafIter::new(&list);
-            for from_back in steps {
-                proptest::prop_assert_eq!(it.len(), back - front);
-                if from_back {
-                    let got = it.next_back();
-                    proptest::prop_assert_eq!(got, (back > front).then(|| &expected[back - 1]));
-                    back = back.saturating_sub(1).max(front);
-                } else {
-                    let got = it.next();
-                    proptest::prop_assert_eq!(got, (front < back).then(|| &expected[front]));
-                    front = (front + 1).min(back);
-                }
-            }
-            proptest::prop_assert_eq!(it.len(), back - front);
-            let rest: Vec<usize> = it.copied().collect();
-            proptest::prop_assert_eq!(&rest[..], &expected[front..back]);
         }
     }
 
