@@ -84,8 +84,9 @@ impl StorageDecoder {
         // One UTF-8 check serves every path: the fast paths take only lines that are UTF-8
         // (every byte outside a line's strings is ASCII syntax, so a line that is not would
         // fail in one of its strings anyway), and the general path reads the others with the
-        // invalid bytes replaced.
-        let text = match std::str::from_utf8(line) {
+        // invalid bytes replaced. The check is `simdutf8`'s (vector instructions, chosen at run
+        // time): `std::str::from_utf8` was 8 % of decoding the rows of a large log.
+        let text = match simdutf8::basic::from_utf8(line) {
             Ok(text) => {
                 if let Some(record) = self.fast_line(text) {
                     return record;
