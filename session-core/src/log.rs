@@ -88,12 +88,15 @@ impl Log {
 
     /// Appends an event whose seq must equal [`Log::next_seq`].
     pub fn push(&mut self, event: Event) -> Result<(), Error> {
+        self.try_push(event).map_err(|(_, e)| e)
+    }
+
+    /// [`Log::push`], handing the event back with the error when it is refused.
+    pub fn try_push(&mut self, event: Event) -> Result<(), (Event, Error)> {
         let expected = self.next_seq();
-        if event.seq() != expected {
-            return Err(Error::SeqMismatch {
-                expected,
-                got: event.seq(),
-            });
+        let got = event.seq();
+        if got != expected {
+            return Err((event, Error::SeqMismatch { expected, got }));
         }
         self.events.push(event);
         Ok(())
@@ -289,6 +292,17 @@ mod tests {
                 got: 5
             })
         ));
+        let refused = ev(7);
+        let (back, e) = log.try_push(refused.clone()).unwrap_err();
+        assert!(back.ptr_eq(&refused));
+        assert!(matches!(
+            e,
+            Error::SeqMismatch {
+                expected: 2,
+                got: 7
+            }
+        ));
+        assert_eq!(log.len(), 2);
         assert_eq!(log.snapshot().prefix(1), snap);
     }
 }

@@ -987,15 +987,12 @@ impl RestoreBuilder {
         if let Err(e) = step {
             return Err((event, e));
         }
-        // The step checked that the event's seq is `index`, the log's next seq; checked here
-        // again, so that the push below, which refuses nothing else, cannot fail.
-        let seq = event.seq();
-        if seq != session.log.next_seq() {
-            return Err((event, Error::SeedNotContiguous { index, seq }));
-        }
-        let pushed = session.log.push(event);
-        debug_assert!(pushed.is_ok(), "the seq was checked");
-        Ok(())
+        // The step checked that the event's seq is `index`, the log's next seq; the push
+        // checks it again and hands the event back if it is not.
+        session.log.try_push(event).map_err(|(event, _)| {
+            let seq = event.seq();
+            (event, Error::SeedNotContiguous { index, seq })
+        })
     }
 
     /// How many events were pushed.
