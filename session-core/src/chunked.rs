@@ -66,12 +66,18 @@ impl<T: Clone> ChunkedList<T> {
     /// Appends `item`. The first push into a clone that shares the tail copies the tail (at
     /// most `CHUNK - 1` handles); no push copies a shared chunk.
     pub(crate) fn push(&mut self, item: T) {
-        if Arc::get_mut(&mut self.tail).is_none() {
-            self.tail = tail_of(&self.tail);
+        // One uniqueness test (`Arc::get_mut`, an atomic compare-and-swap) a push. With a
+        // second one (`Arc::make_mut` after it), `Log::try_push` held 4.4-5.3 % of a
+        // turn-batched restore's samples, against 2.8-2.9 % with one.
+        if let Some(tail) = Arc::get_mut(&mut self.tail) {
+            tail.push(item);
+        } else {
+            let mut tail = Vec::with_capacity(CHUNK);
+            tail.extend_from_slice(&self.tail);
+            tail.push(item);
+            self.tail = Arc::new(tail);
         }
-        let tail = Arc::make_mut(&mut self.tail);
-        tail.push(item);
-        if tail.len() == CHUNK {
+        if self.tail.len() == CHUNK {
             let full = std::mem::replace(&mut self.tail, Arc::new(Vec::with_capacity(CHUNK)));
             push_back_sealed(&mut self.chunks, full);
         }
