@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use crate::log::push_back_sealed;
+use crate::log::{push_back_sealed, seal_tail};
 
 /// Elements per chunk.
 pub(crate) const CHUNK: usize = 64;
@@ -46,10 +46,10 @@ impl<T> Default for ChunkedList<T> {
 }
 
 /// A new tail chunk holding a copy of `items` (fewer than [`CHUNK`]), with room for a chunk.
-fn tail_of<T: Clone>(items: &[T]) -> Arc<Vec<T>> {
+fn tail_of<T: Clone>(items: &[T]) -> Vec<T> {
     let mut tail = Vec::with_capacity(CHUNK);
     tail.extend_from_slice(items);
-    Arc::new(tail)
+    tail
 }
 
 impl<T: Clone> ChunkedList<T> {
@@ -72,8 +72,7 @@ impl<T: Clone> ChunkedList<T> {
         if let Some(tail) = Arc::get_mut(&mut self.tail) {
             tail.push(item);
         } else {
-            let mut tail = Vec::with_capacity(CHUNK);
-            tail.extend_from_slice(&self.tail);
+            let mut tail = tail_of(&self.tail);
             tail.push(item);
             self.tail = Arc::new(tail);
         }
@@ -115,19 +114,14 @@ impl<T: Clone> ChunkedList<T> {
         let source: &[T] = self.chunks.get(full).map_or(&self.tail, |chunk| chunk);
         let mut chunks = self.chunks.clone();
         chunks.truncate(full);
-        if chunks.is_empty() {
-            // No chunk is left to skip in: the tail starts at the list's first element.
-            let items = source.get(self.skip..rest).unwrap_or_default();
-            return ChunkedList {
-                chunks,
-                tail: tail_of(items),
-                skip: 0,
-            };
-        }
+        // With no chunk left, the skip moves into the tail, which then starts at the list's
+        // first element.
+        let skip = if chunks.is_empty() { 0 } else { self.skip };
+        let items = source.get(self.skip - skip..rest).unwrap_or_default();
         ChunkedList {
             chunks,
-            tail: tail_of(source.get(..rest).unwrap_or_default()),
-            skip: self.skip,
+            tail: Arc::new(tail_of(items)),
+            skip,
         }
     }
 
@@ -150,7 +144,7 @@ impl<T: Clone> ChunkedList<T> {
         let from = at - self.chunks.len() * CHUNK;
         ChunkedList {
             chunks: imbl::Vector::new(),
-            tail: tail_of(self.tail.get(from..).unwrap_or_default()),
+            tail: Arc::new(tail_of(self.tail.get(from..).unwrap_or_default())),
             skip: 0,
         }
     }
@@ -160,7 +154,7 @@ impl<T: Clone> ChunkedList<T> {
     /// copies of its handles.
     pub(crate) fn from_vec(mut items: Vec<T>) -> ChunkedList<T> {
         let bulk = items.len() - items.len() % CHUNK;
-        let tail = tail_of(items.get(bulk..).unwrap_or_default());
+        let tail = Arc::new(tail_of(items.get(bulk..).unwrap_or_default()));
         items.truncate(bulk);
         let mut chunks: imbl::Vector<Arc<Vec<T>>> = imbl::Vector::new();
         while !items.is_empty() {
@@ -180,12 +174,8 @@ impl<T: Clone> ChunkedList<T> {
             chunks = step;
             items.shrink_to(keep);
         }
-        // Leave the chunks' own tail as `push_back_sealed` does, so the first chunk pushed
-        // into a clone copies no path of the shared tree.
-        if let Some(last) = chunks.back().cloned() {
-            chunks.push_back(last);
-            chunks.pop_back();
-        }
+        // The first chunk pushed into a clone then copies no path of the shared tree.
+        seal_tail(&mut chunks);
         ChunkedList {
             chunks,
             tail,

@@ -19,14 +19,19 @@ const IMBL_CHUNK: usize = 64;
 /// its first push copies at most one chunk. Built for vectors grown by pushes from empty; on
 /// others it is still correct, and only as fast as a plain push.
 pub fn push_back_sealed<T: Clone>(vector: &mut imbl::Vector<T>, value: T) {
-    if vector.len() % IMBL_CHUNK == IMBL_CHUNK - 1 {
-        vector.push_back(value.clone());
-        // The tail is full now: the next push moves it into the tree, and the pop leaves an
-        // empty tail behind.
-        vector.push_back(value);
+    vector.push_back(value);
+    if vector.len().is_multiple_of(IMBL_CHUNK) {
+        seal_tail(vector);
+    }
+}
+
+/// Moves a vector's tail chunk into its tree when the tail is full, leaving it empty: a push
+/// moves the full tail, and the pop takes the pushed copy back out. On a vector whose tail is
+/// not full it changes nothing that can be seen.
+pub(crate) fn seal_tail<T: Clone>(vector: &mut imbl::Vector<T>) {
+    if let Some(last) = vector.back().cloned() {
+        vector.push_back(last);
         vector.pop_back();
-    } else {
-        vector.push_back(value);
     }
 }
 
