@@ -11,7 +11,7 @@ use session_fork::{Undo, uncompact_events};
 use session_surface::{ViewSize, compactions_of, derive_event_message, fold_surface, view_diff};
 
 use crate::args::{Global, Invocation};
-use crate::cmd_read::{inspect_events, prefix_at, require_store};
+use crate::cmd_read::{close_leaving, inspect_events, prefix_at, require_store};
 use crate::cmd_write::publish_child;
 use crate::error::{Error, Result};
 use crate::json::{num, obj, opt_num, opt_str, seqs};
@@ -141,7 +141,6 @@ pub(crate) fn compactions(global: &Global, args: &CompactionsArgs, out: &mut Out
     })
     .map_err(|e| store.err(e, target.file.as_deref()))?;
     let list = compactions_of(&detailed.transcript);
-    drop(detailed);
     if global.json {
         let doc = obj([
             schema("compactions"),
@@ -189,7 +188,7 @@ pub(crate) fn compactions(global: &Global, args: &CompactionsArgs, out: &mut Out
             }
         }
     }
-    store.close()
+    close_leaving(store, &target.id, (detailed, list))
 }
 
 /// The surface nodes after `events`.
@@ -295,7 +294,7 @@ pub(crate) fn diff(global: &Global, args: &DiffArgs, out: &mut Out) -> Result<()
             out.line(&s.green(&format!("  + seq {} {what}{stands}", e.seq)))?;
         }
     }
-    store.close()
+    close_leaving(store, &target.id, (events, to_events, diff))
 }
 
 /// `uncompact`.
