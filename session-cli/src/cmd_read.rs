@@ -312,7 +312,7 @@ pub(crate) fn repair(inv: &Invocation, out: &mut Out) -> Result<()> {
         };
         out.line(&line)?;
     }
-    store.close()
+    close_leaving(store, &target.id, report)
 }
 
 // ---- messages ----

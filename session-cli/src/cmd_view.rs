@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::args::Global;
-use crate::cmd_read::require_store;
+use crate::cmd_read::{close_leaving, require_store};
 use crate::error::{Error, Location, Result};
 use crate::output::{Out, bytes};
 use crate::store::{Store, resolve};
@@ -60,7 +60,6 @@ pub(crate) fn view(args: &ViewArgs, global: &Global, out: &mut Out) -> Result<()
         written: 0,
     };
     session_web::render_to(&view, &options.limits, &mut file).map_err(located)?;
-    drop(view);
     file.inner
         .into_inner()
         .map_err(|e| located(e.into_error()))?;
@@ -75,7 +74,7 @@ pub(crate) fn view(args: &ViewArgs, global: &Global, out: &mut Out) -> Result<()
             ", secrets NOT masked (--no-redact)"
         }
     ))?;
-    store.close()
+    close_leaving(store, &target.id, view)
 }
 
 /// A writer that counts the bytes written through it.
