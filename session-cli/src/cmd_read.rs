@@ -100,13 +100,14 @@ pub(crate) fn inspect_events(
     Ok((inspection.meta, inspection.events))
 }
 
-/// Closes the store of a read command whose output is written, and leaves `loaded` (what the
-/// command read and derived) and the session its read prepared to the operating system.
+/// Ends a command that has written all of its output: closes the store (which syncs and
+/// releases what the command wrote, as [`Store::close`] always does), and leaves `loaded` (what
+/// the command read and derived) and the session its read prepared to the operating system.
 ///
-/// The process exits right after a read command, and the operating system takes a large
-/// session's memory back at once; freeing it event by event first would only delay the exit
-/// (about 50 ms on one core for the 1.3M-event benchmark session, after the output is
-/// complete). Closing the store would drop the prepared session, so it is taken out first.
+/// The process exits right after the command, and the operating system takes a large session's
+/// memory back at once; freeing it event by event first would only delay the exit (about 50 ms
+/// on one core for the 1.3M-event benchmark session). Closing the store would drop the prepared
+/// session, so it is taken out first.
 pub(crate) fn close_leaving<T>(store: Store, id: &str, loaded: T) -> Result<()> {
     let prepared = store.persistence.take_prepared(id);
     let closed = store.close();
