@@ -278,7 +278,7 @@ struct GlobalArgs {
     /// No colour, same as --color never
     #[arg(long, global = true)]
     no_color: bool,
-    /// Accept a group/world-writable JSONL root or project directory
+    /// Accept a group/world-writable JSONL root, project or session directory
     #[arg(long, global = true)]
     allow_permissive_dirs: bool,
     /// Do not page long output (transcript, messages, inspect) on a terminal

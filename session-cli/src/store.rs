@@ -25,8 +25,8 @@ use crate::error::{Error, Location, Result};
 /// The zstd file name.
 pub(crate) const ZSTD_FILE_NAME: &str = "session.jsonl.zstd";
 
-/// The environment variable that, set to `1`, accepts group- or world-writable JSONL root and
-/// project directories (like `--allow-permissive-dirs`).
+/// The environment variable that, set to `1`, accepts group- or world-writable JSONL root, project
+/// and session directories (like `--allow-permissive-dirs`).
 pub(crate) const ALLOW_PERMISSIVE_DIRS_ENV: &str = "SESSIONCTL_ALLOW_PERMISSIVE_DIRS";
 
 /// Whether `--allow-permissive-dirs` was given.
@@ -37,7 +37,7 @@ pub(crate) fn set_allow_permissive_dirs(allow: bool) {
     ALLOW_PERMISSIVE_DIRS.store(allow, Ordering::Relaxed);
 }
 
-/// Whether JSONL stores accept group- or world-writable root and project directories: the
+/// Whether JSONL stores accept group- or world-writable root, project and session directories: the
 /// flag, or the environment variable set to `1`.
 fn permissive_dirs_allowed() -> bool {
     ALLOW_PERMISSIVE_DIRS.load(Ordering::Relaxed)

@@ -284,7 +284,8 @@ fn refused_dir(e: &Error) -> Option<(std::path::PathBuf, u32)> {
 
 #[cfg(unix)]
 #[tokio::test]
-async fn a_group_or_world_writable_root_or_project_directory_is_refused_naming_path_and_mode() {
+async fn a_group_or_world_writable_root_project_or_session_directory_is_refused_naming_path_and_mode()
+ {
     use session_persist::Backend;
     let scratch = Scratch::new("permissive");
     let root = scratch.0.join("root");
@@ -295,14 +296,19 @@ async fn a_group_or_world_writable_root_or_project_directory_is_refused_naming_p
         .append_batch(&meta("s"), &events, false)
         .await
         .unwrap();
-    let project = backend.log_path(&meta("s")).unwrap();
-    let project = project.parent().unwrap().parent().unwrap().to_path_buf();
+    let log = backend.log_path(&meta("s")).unwrap();
+    let session = log.parent().unwrap().to_path_buf();
+    let project = session.parent().unwrap().to_path_buf();
+    let len = std::fs::metadata(&log).unwrap().len();
     for (dir, bits) in [
         (&root, 0o777),
         (&root, 0o770),
         (&project, 0o777),
         (&project, 0o1777),
         (&project, 0o720),
+        (&session, 0o777),
+        (&session, 0o770),
+        (&session, 0o1777),
     ] {
         chmod(dir, bits);
         let want = Some((dir.clone(), bits));
@@ -324,8 +330,25 @@ async fn a_group_or_world_writable_root_or_project_directory_is_refused_naming_p
         );
         assert_eq!(refused_dir(&backend.list().await.unwrap_err()), want);
         assert_eq!(refused_dir(&backend.read_raw("s").await.unwrap_err()), want);
+        if *dir == session {
+            // Writes to the session are refused too, and leave its log as it was.
+            let next = turn_events(events.len() as u64, 2);
+            let appended = backend
+                .append_batch(&meta("s"), &next, false)
+                .await
+                .unwrap_err();
+            assert_eq!(refused_dir(&appended), want);
+            let fresh = JsonlBackend::open(config()).unwrap();
+            assert_eq!(
+                refused_dir(&fresh.acquire(&meta("s"), None).await.unwrap_err()),
+                want
+            );
+            assert_eq!(std::fs::metadata(&log).unwrap().len(), len);
+        }
         let fresh = JsonlBackend::open(config().allow_permissive_dirs(false));
-        if let Ok(fresh) = fresh {
+        if let Ok(fresh) = fresh
+            && *dir != session
+        {
             let published = fresh
                 .append_batch(&meta("t"), &events, false)
                 .await

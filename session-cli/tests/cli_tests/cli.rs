@@ -152,14 +152,14 @@ fn man_pages_in_docs_are_current() {
     assert_eq!(
         names(&docs),
         want,
-        "docs/man is stale: run SESSIONCTL_UPDATE_MAN=1 cargo test -p session-cli --test cli"
+        "docs/man is stale: run SESSIONCTL_UPDATE_MAN=1 cargo test -p session-cli --test cli_tests man_pages"
     );
     for name in &want {
         let now = std::fs::read(fresh.path().join(name)).unwrap();
         let stored = std::fs::read(docs.join(name)).unwrap();
         assert!(
             now == stored,
-            "docs/man/{name} is stale: run SESSIONCTL_UPDATE_MAN=1 cargo test -p session-cli --test cli"
+            "docs/man/{name} is stale: run SESSIONCTL_UPDATE_MAN=1 cargo test -p session-cli --test cli_tests man_pages"
         );
     }
     let page = run(&["man"]).ok().stdout;

@@ -274,7 +274,7 @@ fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
 }
 
 #[test]
-fn a_group_or_world_writable_root_or_project_directory_is_refused_unless_allowed() {
+fn a_group_or_world_writable_root_project_or_session_directory_is_refused_unless_allowed() {
     let base = Temp::new("hostile-permissive");
     let root = base.path().join("root");
     create(&root, "s", "hello", &[]);
@@ -301,12 +301,17 @@ fn a_group_or_world_writable_root_or_project_directory_is_refused_unless_allowed
                 .to_path_buf(),
             0o720,
         ),
+        (log_files(&root)[0].parent().unwrap().to_path_buf(), 0o777),
+        (log_files(&root)[0].parent().unwrap().to_path_buf(), 0o770),
     ] {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        let before = std::fs::read(&log_files(&root)[0]).unwrap();
         for args in [
             vec!["--root", r, "list"],
             vec!["--root", r, "inspect", "s"],
             vec!["--root", r, "messages", "s"],
+            vec!["--root", r, "repair", "s"],
+            vec!["--root", r, "fork", "s", "--id", "f"],
         ] {
             let out = run(&args);
             assert_eq!(out.code, 1, "{args:?} with {} at {mode:o}", dir.display());
@@ -316,6 +321,18 @@ fn a_group_or_world_writable_root_or_project_directory_is_refused_unless_allowed
             );
             assert!(out.stderr.contains(&want), "{}", out.stderr);
         }
+        let out = run_in(
+            &["--root", r, "append", "s"],
+            Some("{\"type\":\"x/note\",\"data\":{},\"ignorable\":true}\n"),
+        );
+        assert_eq!(out.code, 1, "append with {} at {mode:o}", dir.display());
+        assert!(
+            out.stderr.contains("must not be group/world-writable"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(log_files(&root).len(), 1);
+        assert_eq!(std::fs::read(&log_files(&root)[0]).unwrap(), before);
         let err = run(&["--json", "--root", r, "list"]).json_error();
         assert!(
             err["message"]

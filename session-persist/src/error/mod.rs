@@ -131,7 +131,7 @@ pub enum Error {
         path: PathBuf,
     },
     /// `session directory "<path>" must not be group/world-writable (mode <octal>); …`: a JSONL
-    /// root or project directory that another local user could plant links in.
+    /// root, project or session directory that another local user could plant links in.
     PermissiveDirectory {
         /// The directory.
         path: PathBuf,

@@ -89,7 +89,8 @@ impl Inner {
     /// Every session directory holding a log of this encoding: its log path and its header
     /// read leniently (any version), or why the header could not be read or does not belong
     /// at that path. Only problems of the root itself (a stray flat-file log, an artifact of
-    /// the other encoding, an unreadable root or project directory) fail the whole listing.
+    /// the other encoding, an unreadable root or project directory, a group- or
+    /// world-writable root, project or session directory) fail the whole listing.
     pub(crate) fn list_entries(&self) -> Result<Vec<(PathBuf, Result<ParsedHeader>)>> {
         self.preflight()?;
         let own = file_name(self.compression);
@@ -107,6 +108,7 @@ impl Inner {
                 if !entry.is_dir {
                     continue;
                 }
+                self.check_private_dir(&here)?;
                 let other = here.join(opposite);
                 if self.exists(&other)? {
                     return Err(self.mismatch(other));

@@ -152,10 +152,11 @@ pub struct JsonlConfig {
     /// Whether appends pack runs of chunk deltas into chunk rows (default `true`). Reading
     /// always decodes packed rows.
     pub pack_chunks: bool,
-    /// Whether a group- or world-writable root or project directory is accepted (default
-    /// `false`: it is refused with [`Error::PermissiveDirectory`], because another local user
-    /// could plant a link in it and redirect a session). There is no exception for the sticky
-    /// bit: a sticky world-writable root still lets anyone create a project directory in it.
+    /// Whether a group- or world-writable root, project or session directory is accepted
+    /// (default `false`: it is refused with [`Error::PermissiveDirectory`], because another
+    /// local user could plant a link in it and redirect a session, or replace a session's log
+    /// with one of their own). There is no exception for the sticky bit: a sticky
+    /// world-writable root still lets anyone create a project directory in it.
     pub allow_permissive_dirs: bool,
     /// When a retired Zstandard session is sealed in the background (default
     /// [`SealPolicy::OnRetire`] with 4 KiB and 64 frames; see `auto_seal`).
@@ -200,7 +201,7 @@ impl JsonlConfig {
         self
     }
 
-    /// With group- or world-writable root and project directories accepted (or refused).
+    /// With group- or world-writable root, project and session directories accepted (or refused).
     #[must_use]
     pub fn allow_permissive_dirs(mut self, allow: bool) -> JsonlConfig {
         self.allow_permissive_dirs = allow;
@@ -278,6 +279,16 @@ impl Inner {
         Error::EncodingMismatch {
             path,
             configured_zstd: self.compression == Compression::Zstd,
+        }
+    }
+
+    /// Refuses a log whose session directory is group- or world-writable (see
+    /// [`Inner::check_private_dir`]): another user could replace the log in it, with a link or
+    /// with a log of their own.
+    pub(crate) fn check_session_dir(&self, log: &Path) -> Result<()> {
+        match log.parent() {
+            Some(dir) if self.file.is_none() => self.check_private_dir(dir),
+            _ => Ok(()),
         }
     }
 
@@ -440,6 +451,9 @@ impl Inner {
                 found = Some(path);
             }
         }
+        if let Some(path) = &found {
+            self.check_session_dir(path)?;
+        }
         Ok(found)
     }
 
@@ -531,6 +545,7 @@ impl Inner {
     fn open_writer(&self, meta: &SessionHeader, stored: Option<&str>) -> Result<()> {
         self.preflight()?;
         let path = self.path_for(meta)?;
+        self.check_session_dir(&path)?;
         match stored {
             Some(revision) => {
                 // A background seal of the session finishes first; it keeps every event, so

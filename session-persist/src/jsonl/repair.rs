@@ -35,6 +35,7 @@ impl Inner {
             return Ok(());
         }
         let path = self.path_for(meta)?;
+        self.check_session_dir(&path)?;
         // Encode before touching the file.
         let bytes = if batch.is_empty() {
             None

@@ -148,6 +148,7 @@ impl Inner {
         self.check_private_dir(project_dir)?;
         self.sync_dir(&self.root)?;
         self.ensure_dir(session_dir)?;
+        self.check_private_dir(session_dir)?;
         self.sync_dir(project_dir)?;
         if self.exists(&path)? {
             return Err(Error::AlreadyMaterialized {
@@ -264,6 +265,7 @@ impl Inner {
     /// Appends one batch to an existing log (never creating it).
     pub(crate) fn append(&self, meta: &SessionHeader, events: &[Event]) -> Result<()> {
         let path = self.path_for(meta)?;
+        self.check_session_dir(&path)?;
         let bytes = self.encode_batch(events)?;
         let shared = self.writers.acquire(self.fs.as_ref(), &meta.id, &path)?;
         let mut writer = lock_writer(&shared);
