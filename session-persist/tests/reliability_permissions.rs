@@ -372,6 +372,18 @@ async fn a_group_or_world_writable_root_project_or_session_directory_is_refused_
         chmod(dir, 0o700);
     }
     assert!(backend.load_stored("s").await.unwrap().is_some());
+    // A session directory that exists, permissive, before its session is published.
+    let planted = backend.log_path(&meta("u")).unwrap();
+    let planted_dir = planted.parent().unwrap().to_path_buf();
+    std::fs::create_dir(&planted_dir).unwrap();
+    chmod(&planted_dir, 0o777);
+    let published = backend
+        .append_batch(&meta("u"), &events, false)
+        .await
+        .unwrap_err();
+    assert_eq!(refused_dir(&published), Some((planted_dir.clone(), 0o777)));
+    assert!(!planted.exists());
+    assert_eq!(std::fs::read_dir(&planted_dir).unwrap().count(), 0);
 }
 
 #[cfg(unix)]
