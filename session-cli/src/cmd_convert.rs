@@ -388,14 +388,16 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
     store.close()?;
     let dest = Store::open(&dest_at)?;
     let event_count = events.len() as u64;
-    let mut batch_count = 0u64;
+    // One publication of every batch: a crash leaves either no copy or all of it.
+    let batches = live_batches(&events);
+    let batch_count = batches.len() as u64;
     with_spinner(format!("writing {id} into {}", dest_at.spec()), || {
-        for batch in live_batches(&events) {
-            dest.block_on(dest.backend.append_batch(&meta, &batch, batch_count > 0))
-                .map_err(|e| dest.err(e, None))?;
-            batch_count += 1;
+        if batches.is_empty() {
+            return Ok(());
         }
-        Ok::<(), Error>(())
+        let events = events.to_vec();
+        dest.block_on(dest.backend.publish_batches(&meta, &events, &batches))
+            .map_err(|e| dest.err(e, None))
     })?;
     let dest_file = dest.log_file(&meta);
     // SQLite rows give events back in the live-append key order.

@@ -1,11 +1,12 @@
 //! The writing commands: `append`, `fork`, `convert`.
 
 use std::io::{BufRead, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use session_core::event::seq_value;
 use session_core::json::Value;
-use session_core::{Event, Events, SessionHeader};
+use session_core::{Events, SessionHeader};
 use session_fork::fork_events;
 use session_persist::Backend;
 use session_persist::write_behind::DEFAULT_MAX_PENDING_BYTES;
@@ -443,16 +444,16 @@ pub(crate) fn publish_child(
     let header = child.header().clone();
     let child_events = child.seq();
     // The child's log shares the parent's events; its derived state is dropped before the
-    // write, and only one batch is copied out of the log at a time.
+    // write. The child is published at once, in the batches a live loop writes: a crash leaves
+    // either no child or all of it, and the log is synced once, not once per batch.
     let events = child.events();
     drop(child);
     with_spinner(format!("writing {}", header.id), || {
-        for (i, batch) in live_batches(&events).enumerate() {
-            store
-                .block_on(store.backend.append_batch(&header, &batch, i > 0))
-                .map_err(|e| store.err(e, None))?;
-        }
-        Ok::<(), Error>(())
+        let batches = live_batches(&events);
+        let events = events.to_vec();
+        store
+            .block_on(store.backend.publish_batches(&header, &events, &batches))
+            .map_err(|e| store.err(e, None))
     })?;
     drop(events);
     let path = store.persistence.locate(&header).map(|l| l.path);
@@ -550,30 +551,30 @@ pub(crate) fn fork(inv: &Invocation, out: &mut Out) -> Result<()> {
 
 // ---- convert ----
 
-/// The append batches a live loop writes (a new batch at every `turn/start` and
-/// `step/start`, and, as the write-behind controller does, once a batch's weight reaches its
-/// back-pressure bound), copied out of `events` one batch at a time.
-pub(crate) fn live_batches(events: &Events) -> impl Iterator<Item = Vec<Event>> + '_ {
+/// The append batches a live loop writes, as ranges of `events`: a new batch at every
+/// `turn/start` and `step/start`, and, as the write-behind controller does, once a batch's
+/// weight reaches its back-pressure bound.
+pub(crate) fn live_batches(events: &Events) -> Vec<Range<usize>> {
     live_batches_within(events, DEFAULT_MAX_PENDING_BYTES)
 }
 
 /// [`live_batches`] with the weight bound `max_bytes` (at least one event per batch).
-fn live_batches_within(events: &Events, max_bytes: usize) -> impl Iterator<Item = Vec<Event>> + '_ {
-    let mut rest = events.iter().peekable();
-    std::iter::from_fn(move || {
-        let first = rest.next()?;
-        let mut weight = first.approx_json_len();
-        let mut batch = vec![first.clone()];
-        while weight < max_bytes {
-            let Some(e) = rest.next_if(|e| !matches!(e.event_type(), "turn/start" | "step/start"))
-            else {
-                break;
-            };
-            weight += e.approx_json_len();
-            batch.push(e.clone());
+fn live_batches_within(events: &Events, max_bytes: usize) -> Vec<Range<usize>> {
+    let mut batches = Vec::new();
+    let (mut start, mut weight) = (0, 0);
+    for (i, e) in events.iter().enumerate() {
+        if i > start
+            && (weight >= max_bytes || matches!(e.event_type(), "turn/start" | "step/start"))
+        {
+            batches.push(start..i);
+            (start, weight) = (i, 0);
         }
-        Some(batch)
-    })
+        weight += e.approx_json_len();
+    }
+    if start < events.len() {
+        batches.push(start..events.len());
+    }
+    batches
 }
 
 /// `seal`: rewrites a closed Zstandard log into its header frame and one frame per turn.
@@ -642,6 +643,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use session_core::Event;
     use session_core::clock::system_clock;
     use session_persist::{
         Compression, JsonlBackend, JsonlConfig, Persistence, PersistenceOptions,
@@ -826,8 +828,10 @@ mod tests {
 
     /// The seqs of each batch.
     fn batch_seqs(events: &Events, max_bytes: usize) -> Vec<Vec<u64>> {
+        let all = events.to_vec();
         live_batches_within(events, max_bytes)
-            .map(|b| b.iter().map(Event::seq).collect())
+            .into_iter()
+            .map(|b| all[b].iter().map(Event::seq).collect())
             .collect()
     }
 

@@ -69,6 +69,7 @@
 //! [`Error::FormatUnsupported`]: crate::Error::FormatUnsupported
 
 use std::fmt;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -316,6 +317,26 @@ pub trait Backend: Send + Sync {
         is_materialized: bool,
     ) -> Result<()>;
 
+    /// Publishes a new session whose stored events are `events`, laid out as the consecutive
+    /// append batches `batches` (non-empty ranges of `events`, in order, covering all of
+    /// them; [`check_batches`]), atomically: after a crash either nothing of the session is
+    /// stored or all of it, and an existing artifact is refused as by a first
+    /// [`Backend::append_batch`]. A bulk copy (a fork's child, a converted session) is then
+    /// never left half written, and is synced once instead of once per batch.
+    ///
+    /// A backend whose storage keeps batch boundaries (the JSONL backend: one Zstandard frame
+    /// per batch) keeps them; others may ignore them. The default checks `batches` and
+    /// publishes every event as one first batch, which that method's contract makes atomic.
+    async fn publish_batches(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        batches: &[Range<usize>],
+    ) -> Result<()> {
+        check_batches(events.len(), batches)?;
+        self.append_batch(meta, events, false).await
+    }
+
     /// Truncates the torn tail if and only if `torn` is present, then durably appends
     /// `closers`. Need not be atomic.
     async fn commit_repair(
@@ -444,6 +465,14 @@ macro_rules! forward_backend {
             ) -> Result<()> {
                 (**self).append_batch(meta, events, is_materialized).await
             }
+            async fn publish_batches(
+                &self,
+                meta: &SessionHeader,
+                events: &[Event],
+                batches: &[Range<usize>],
+            ) -> Result<()> {
+                (**self).publish_batches(meta, events, batches).await
+            }
             async fn commit_repair(
                 &self,
                 meta: &SessionHeader,
@@ -485,3 +514,54 @@ macro_rules! forward_backend {
 
 forward_backend!(Box);
 forward_backend!(Arc);
+
+/// Checks the batch layout of a [`Backend::publish_batches`] of `events` events: at least one
+/// batch, each non-empty, each starting where the one before ended, the first at 0 and the
+/// last ending at `events`.
+pub fn check_batches(events: usize, batches: &[Range<usize>]) -> Result<()> {
+    let fail = |detail: String| Err(Error::InvalidBatches { events, detail });
+    if batches.is_empty() {
+        return fail("there are none".to_owned());
+    }
+    let mut next = 0;
+    for (i, batch) in batches.iter().enumerate() {
+        if batch.start != next {
+            return fail(format!("batch {i} starts at {}, not {next}", batch.start));
+        }
+        if batch.end <= batch.start {
+            return fail(format!(
+                "batch {i} ({}..{}) is empty",
+                batch.start, batch.end
+            ));
+        }
+        next = batch.end;
+    }
+    if next != events {
+        return fail(format!("the last batch ends at {next}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_batches;
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // one-range layouts are the cases under test
+    fn batch_layouts_must_cover_the_events_in_order_without_empty_batches() {
+        assert!(check_batches(5, &[0..2, 2..5]).is_ok());
+        assert!(check_batches(1, &[0..1]).is_ok());
+        let fails = |events, batches: &[std::ops::Range<usize>]| {
+            check_batches(events, batches).unwrap_err().to_string()
+        };
+        assert_eq!(
+            fails(0, &[]),
+            "batches of a publication must be non-empty consecutive ranges covering its 0 events (there are none)"
+        );
+        assert!(fails(5, &[0..2, 3..5]).ends_with("(batch 1 starts at 3, not 2)"));
+        assert!(fails(5, &[1..5]).ends_with("(batch 0 starts at 1, not 0)"));
+        assert!(fails(5, &[0..2, 2..2, 2..5]).ends_with("(batch 1 (2..2) is empty)"));
+        assert!(fails(5, &[0..2, 2..4]).ends_with("(the last batch ends at 4)"));
+        assert!(fails(5, &[0..2, 2..6]).ends_with("(the last batch ends at 6)"));
+    }
+}

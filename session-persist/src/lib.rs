@@ -76,7 +76,7 @@ pub mod write_behind;
 
 pub use backend::{
     Backend, ListedSession, Location, RawArtifact, Revision, SharedEventSink, StoredEventSink,
-    StoredPage, StoredPrefix, StoredSuffix, TornMarker,
+    StoredPage, StoredPrefix, StoredSuffix, TornMarker, check_batches,
 };
 pub use coordinator::{
     DEFAULT_PREPARED_SESSION_CACHE_SIZE, DEFAULT_WRITE_BATCH_MAX_DELAY_MS,

@@ -9,6 +9,7 @@ mod compaction;
 mod compaction_stores;
 mod corpus;
 mod demo;
+mod fork_kills;
 mod hostile;
 mod import;
 mod large;

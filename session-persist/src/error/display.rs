@@ -384,6 +384,10 @@ impl fmt::Display for Error {
             Error::InvalidBatchDelay => {
                 f.write_str("writeBatchMaxDelayMs must be an integer between 1 and 2147483647")
             }
+            Error::InvalidBatches { events, detail } => write!(
+                f,
+                "batches of a publication must be non-empty consecutive ranges covering its {events} events ({detail})"
+            ),
             Error::Corruption { id, cause } => write!(
                 f,
                 "stored session \"{id}\" failed validation: {}: {cause}",

@@ -195,6 +195,7 @@ impl Error {
             | Error::InvalidFromSeq { .. }
             | Error::InvalidCacheSize
             | Error::InvalidBatchDelay
+            | Error::InvalidBatches { .. }
             | Error::RedactionChangedEnvelope { .. }
             | Error::StoreNotConfigured
             | Error::Session(_) => ErrorKind::Invalid,

@@ -447,6 +447,14 @@ pub enum Error {
     InvalidCacheSize,
     /// `TypeError`: `writeBatchMaxDelayMs must be an integer between 1 and 2147483647`.
     InvalidBatchDelay,
+    /// `TypeError`: `batches of a publication must be non-empty consecutive ranges covering its
+    /// <n> events (<what is wrong>)`: the batch layout given to `Backend::publish_batches`.
+    InvalidBatches {
+        /// How many events the publication holds.
+        events: usize,
+        /// What is wrong with the ranges.
+        detail: String,
+    },
     /// `SessionPersistenceCorruptionError`: `stored session "<id>" failed validation:
     /// <String(cause)>`.
     Corruption {
@@ -652,7 +660,8 @@ impl Error {
             | Error::BatchNotLossless
             | Error::InvalidFromSeq { .. }
             | Error::InvalidCacheSize
-            | Error::InvalidBatchDelay => "TypeError",
+            | Error::InvalidBatchDelay
+            | Error::InvalidBatches { .. } => "TypeError",
             Error::Foreign { name, .. } => name,
             _ => "Error",
         }

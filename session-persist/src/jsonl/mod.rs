@@ -82,6 +82,7 @@ mod write;
 
 use std::collections::HashSet;
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -106,7 +107,7 @@ use self::lock::Writers;
 use self::read::{load_prefix, stable_read, stat_if_exists, zstd_text};
 use crate::backend::{
     Backend, ListedSession, Location, RawArtifact, Revision, SharedEventSink, StoredPrefix,
-    TornMarker,
+    TornMarker, check_batches,
 };
 use crate::error::{Error, Result};
 
@@ -609,6 +610,18 @@ impl Inner {
         }
     }
 
+    fn publish_batches(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        batches: &[Range<usize>],
+    ) -> Result<()> {
+        self.preflight()?;
+        self.check_writable()?;
+        check_batches(events.len(), batches)?;
+        self.materialize_batches(meta, events, batches)
+    }
+
     /// The listed sessions: every session under the root, or the one file read in place.
     fn entries(&self) -> Result<Vec<(PathBuf, Result<ParsedHeader>)>> {
         let Some(file) = &self.file else {
@@ -895,6 +908,20 @@ impl Backend for JsonlBackend {
         let meta = meta.clone();
         let events = events.to_vec();
         self.run(move |i| i.append_batch(&meta, &events, is_materialized))
+            .await
+    }
+
+    /// One publication of every batch, each its own frame (or run of lines), synced once.
+    async fn publish_batches(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        batches: &[Range<usize>],
+    ) -> Result<()> {
+        let meta = meta.clone();
+        let events = events.to_vec();
+        let batches = batches.to_vec();
+        self.run(move |i| i.publish_batches(&meta, &events, &batches))
             .await
     }
 

@@ -1,6 +1,7 @@
 //! Writing logs: batch encoding, durable first publication and append with rollback.
 
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use session_core::chunk_rows::write_batch_lines;
@@ -124,6 +125,20 @@ impl Inner {
     /// every byte is written and synced under a temporary name, then hard-linked into place,
     /// which never overwrites an existing log.
     pub(crate) fn materialize(&self, meta: &SessionHeader, events: &[Event]) -> Result<()> {
+        self.materialize_batches(meta, events, std::slice::from_ref(&(0..events.len())))
+    }
+
+    /// [`Inner::materialize`] of a log whose events are several batches (`batches`, checked by
+    /// the caller): the header frame, then one frame (or run of lines) per batch, all written
+    /// and synced under the temporary name before the one link that publishes them. The header
+    /// and the first batch are encoded before anything is touched, as for one batch; each later
+    /// batch is encoded right before it is written, so only one batch's encoding is held.
+    pub(crate) fn materialize_batches(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        batches: &[Range<usize>],
+    ) -> Result<()> {
         let path = self.path_for(meta)?;
         let (Some(session_dir), Some(project_dir)) =
             (path.parent(), path.parent().and_then(Path::parent))
@@ -139,7 +154,11 @@ impl Inner {
         if self.exists(&opposite)? {
             return Err(self.mismatch(opposite));
         }
-        let content = self.encode_new_log(meta, events)?;
+        let (first, later) = match batches.split_first() {
+            Some((first, later)) => (first.clone(), later),
+            None => (0..events.len(), &[][..]),
+        };
+        let content = self.encode_new_log(meta, &events[first])?;
 
         self.ensure_dir_all(&self.root)?;
         self.sync_dir(root_parent)?;
@@ -160,9 +179,20 @@ impl Inner {
         let cleanup = |fs: &dyn super::fs::Fs| {
             let _ = fs.remove_file(&tmp);
         };
-        let written = write_all(file.as_mut(), &content)
-            .map_err(|e| Error::io("write", &tmp, e))
-            .and_then(|()| file.sync().map_err(|e| Error::io("fsync", &tmp, e)));
+        let mut bytes = content.len() as u64;
+        let mut written =
+            write_all(file.as_mut(), &content).map_err(|e| Error::io("write", &tmp, e));
+        drop(content);
+        for batch in later {
+            if written.is_err() {
+                break;
+            }
+            written = self.encode_batch(&events[batch.clone()]).and_then(|frame| {
+                bytes += frame.len() as u64;
+                write_all(file.as_mut(), &frame).map_err(|e| Error::io("write", &tmp, e))
+            });
+        }
+        let written = written.and_then(|()| file.sync().map_err(|e| Error::io("fsync", &tmp, e)));
         if let Err(e) = written {
             cleanup(self.fs.as_ref());
             return Err(e);
@@ -181,7 +211,6 @@ impl Inner {
         let synced = self.sync_dir(session_dir);
         cleanup(self.fs.as_ref());
         let identity = identity?;
-        let bytes = content.len() as u64;
         let opened = self.writers.take_reservation(&path);
         self.writers.insert(Writer {
             id: meta.id.to_string(),
@@ -191,7 +220,7 @@ impl Inner {
             len: bytes,
             rollback_pending: false,
             opened,
-            batches: 1,
+            batches: batches.len().max(1),
         });
         if let Err(e) = synced {
             self.unsynced.insert(
