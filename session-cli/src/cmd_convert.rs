@@ -396,7 +396,7 @@ pub(crate) fn convert(inv: &Invocation, out: &mut Out) -> Result<()> {
             return Ok(());
         }
         let events = events.to_vec();
-        dest.block_on(dest.backend.publish_batches(&meta, &events, &batches))
+        dest.block_on(dest.backend.publish_batches(&meta, events, &batches))
             .map_err(|e| dest.err(e, None))
     })?;
     let dest_file = dest.log_file(&meta);

@@ -452,7 +452,7 @@ pub(crate) fn publish_child(
         let batches = live_batches(&events);
         let events = events.to_vec();
         store
-            .block_on(store.backend.publish_batches(&header, &events, &batches))
+            .block_on(store.backend.publish_batches(&header, events, &batches))
             .map_err(|e| store.err(e, None))
     })?;
     drop(events);

@@ -327,14 +327,16 @@ pub trait Backend: Send + Sync {
     /// A backend whose storage keeps batch boundaries (the JSONL backend: one Zstandard frame
     /// per batch) keeps them; others may ignore them. The default checks `batches` and
     /// publishes every event as one first batch, which that method's contract makes atomic.
+    /// The events are taken by value: a backend that writes on another thread moves them there
+    /// instead of copying a whole session.
     async fn publish_batches(
         &self,
         meta: &SessionHeader,
-        events: &[Event],
+        events: Vec<Event>,
         batches: &[Range<usize>],
     ) -> Result<()> {
         check_batches(events.len(), batches)?;
-        self.append_batch(meta, events, false).await
+        self.append_batch(meta, &events, false).await
     }
 
     /// Truncates the torn tail if and only if `torn` is present, then durably appends
@@ -468,7 +470,7 @@ macro_rules! forward_backend {
             async fn publish_batches(
                 &self,
                 meta: &SessionHeader,
-                events: &[Event],
+                events: Vec<Event>,
                 batches: &[Range<usize>],
             ) -> Result<()> {
                 (**self).publish_batches(meta, events, batches).await

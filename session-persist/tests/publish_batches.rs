@@ -72,7 +72,7 @@ async fn a_publication_of_batches_stores_the_bytes_of_the_same_batches_appended_
         }
         let published = jsonl(&scratch.0.join("published"), compression);
         published
-            .publish_batches(&meta("s"), &events, &batches)
+            .publish_batches(&meta("s"), events.clone(), &batches)
             .await
             .unwrap();
         let read = |b: &JsonlBackend| std::fs::read(b.log_path(&meta("s")).unwrap()).unwrap();
@@ -110,7 +110,7 @@ async fn a_bad_layout_or_an_existing_log_is_refused_with_nothing_written() {
     ] {
         for b in [&backend as &dyn Backend, &memory] {
             let err = b
-                .publish_batches(&meta("s"), &events, &bad)
+                .publish_batches(&meta("s"), events.clone(), &bad)
                 .await
                 .unwrap_err();
             assert!(
@@ -123,13 +123,13 @@ async fn a_bad_layout_or_an_existing_log_is_refused_with_nothing_written() {
     assert!(!backend.log_path(&meta("s")).unwrap().exists());
     // An existing log is refused as by a first append, and stays as it was.
     backend
-        .publish_batches(&meta("s"), &events, &batches)
+        .publish_batches(&meta("s"), events.clone(), &batches)
         .await
         .unwrap();
     let before = std::fs::read(backend.log_path(&meta("s")).unwrap()).unwrap();
     let again = jsonl(&scratch.0, Compression::Zstd);
     let err = again
-        .publish_batches(&meta("s"), &events, &batches)
+        .publish_batches(&meta("s"), events.clone(), &batches)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::AlreadyMaterialized { .. }), "{err}");
@@ -139,14 +139,14 @@ async fn a_bad_layout_or_an_existing_log_is_refused_with_nothing_written() {
     );
     // The default implementation (the memory backend) publishes every event at once.
     memory
-        .publish_batches(&meta("s"), &events, &batches)
+        .publish_batches(&meta("s"), events.clone(), &batches)
         .await
         .unwrap();
     let stored = memory.load_stored("s").await.unwrap().unwrap();
     assert_eq!(stored.events.len(), n);
     assert!(matches!(
         memory
-            .publish_batches(&meta("s"), &events, &batches)
+            .publish_batches(&meta("s"), events.clone(), &batches)
             .await
             .unwrap_err(),
         Error::AlreadyMaterialized { .. }

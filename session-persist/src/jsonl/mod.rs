@@ -915,11 +915,10 @@ impl Backend for JsonlBackend {
     async fn publish_batches(
         &self,
         meta: &SessionHeader,
-        events: &[Event],
+        events: Vec<Event>,
         batches: &[Range<usize>],
     ) -> Result<()> {
         let meta = meta.clone();
-        let events = events.to_vec();
         let batches = batches.to_vec();
         self.run(move |i| i.publish_batches(&meta, &events, &batches))
             .await
