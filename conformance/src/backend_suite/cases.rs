@@ -156,9 +156,11 @@ fn ids(headers: &[SessionHeader]) -> Vec<String> {
 }
 
 // After `ensure!`, so that the submodules can use it.
+mod publish;
 mod repair;
 mod service;
 
+pub use self::publish::*;
 pub use self::repair::*;
 pub use self::service::*;
 

@@ -361,6 +361,7 @@ macro_rules! backend_suite {
             closers_survive_reopen,
             unknown_session_is_none,
             batches_of_any_split_load_identically,
+            publishing_batches_at_once_stores_what_appending_them_stores,
             large_batch_round_trip,
             every_flushed_event_survives_reopen,
             sessions_are_independent,
