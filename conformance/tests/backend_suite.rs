@@ -49,9 +49,18 @@ mod jsonl_zstd_power_loss {
 fn every_case_function_is_listed() {
     let sources = [
         include_str!("../src/backend_suite/cases.rs"),
+        include_str!("../src/backend_suite/cases/publish.rs"),
         include_str!("../src/backend_suite/cases/repair.rs"),
         include_str!("../src/backend_suite/cases/service.rs"),
     ];
+    // A new file of cases must be read above too.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend_suite/cases");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["publish.rs", "repair.rs", "service.rs"]);
     let mut defined: Vec<&str> = sources
         .iter()
         .flat_map(|source| source.lines())

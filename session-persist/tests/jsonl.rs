@@ -1209,6 +1209,52 @@ fn failed_publication_leaves_nothing_and_can_be_retried() {
     assert_eq!(seqs(&stored.events), vec![0, 1, 2]);
 }
 
+/// A publication of several batches that fails writing a later batch or syncing leaves nothing (no log, no temporary file), and a retry publishes every batch.
+#[test]
+fn a_failed_publication_of_batches_leaves_nothing_and_can_be_retried() {
+    let tmp = TempDir::new("publish-batches-fail");
+    let (backend, fs) = open_faulty(&tmp.root());
+    let m = meta("s", Some("/w"));
+    let path = backend.log_path(&m).unwrap();
+    let rt = rt();
+    let events = turn_one();
+    let batches = [0..1, 1..3, 3..events.len()];
+    let fault = |nth: usize, op: Op| common::Fault {
+        op,
+        path_contains: Some("session.jsonl".to_owned()),
+        nth,
+        errno: Some(ENOSPC),
+        short: None,
+        times: 1,
+    };
+    // The header frame and first batch are one write; later batches are one write each.
+    for (what, f) in [
+        ("the second batch's write fails", fault(1, Op::Write)),
+        ("the last batch's write fails", fault(2, Op::Write)),
+        ("the sync fails", fault(0, Op::Sync)),
+    ] {
+        fs.plan(f);
+        let err = rt
+            .block_on(backend.publish_batches(&m, events.clone(), &batches))
+            .unwrap_err();
+        assert!(err.code().is_some(), "{what}: {err}");
+        assert!(!path.exists(), "{what}: nothing published");
+        let leftovers = std::fs::read_dir(path.parent().unwrap()).unwrap().count();
+        assert_eq!(leftovers, 0, "{what}: temporary file removed");
+        fs.clear();
+    }
+    fs.reset_calls();
+    rt.block_on(backend.publish_batches(&m, events.clone(), &batches))
+        .unwrap();
+    assert_eq!(
+        fs.calls_on(Op::Sync, "session.jsonl"),
+        1,
+        "one sync for every batch"
+    );
+    let stored = rt.block_on(backend.load_stored("s")).unwrap().unwrap();
+    assert_eq!(seqs(&stored.events), seqs(&events));
+}
+
 #[test]
 fn publication_syncs_every_directory_and_refuses_existing_logs() {
     let tmp = TempDir::new("publish-sync");
