@@ -39,6 +39,13 @@
 //! same batch neither duplicates nor skips a seq. An artifact that disappears under a writer is
 //! an error, never silently re-created.
 //!
+//! **Bulk publication.** [`Backend::publish_batches`] publishes a new session and all of its
+//! batches at once, with the same atomicity as a first [`Backend::append_batch`]: a crash leaves
+//! no artifact or every event, and an existing artifact is refused. The default does exactly
+//! that with one first batch; a backend that stores batch boundaries may keep them (the JSONL
+//! backend writes one frame per batch under a temporary name and syncs once). The layout is
+//! checked with [`check_batches`].
+//!
 //! **Repairs.** [`Backend::commit_repair`] cuts the torn tail described by the marker (when one
 //! is given; it must be a marker this backend produced), then durably appends the closers. It
 //! need not be atomic: a crash between the steps leaves a valid, shorter log and the next load
