@@ -241,13 +241,14 @@ fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
         // On a loaded machine the `kill` can come late; a run that ended before it is retried
         // with a shorter wait, and only a run stopped by the signal counts.
         let mut stopped = false;
+        let mut ended = Vec::new();
         for wait_ms in [100, 50, 25, 12, 6] {
             let mut child = Command::new(BIN)
                 .args(["messages", file.to_str().unwrap()])
                 .env("TMPDIR", &tmpdir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(Stdio::piped())
                 .spawn()
                 .unwrap();
             // Wait until the log is being read (the header read opens it first, the load after).
@@ -265,17 +266,22 @@ fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
                 .args([&format!("-{signal}"), &child.id().to_string()])
                 .status()
                 .unwrap();
-            let status = child.wait().unwrap();
+            let out = child.wait_with_output().unwrap();
             assert!(names(&tmpdir).is_empty(), "{:?}", names(&tmpdir));
             assert_eq!(names(&dir), ["session.jsonl"]);
-            if sent.success() && status.signal() == Some(number) {
+            if sent.success() && out.status.signal() == Some(number) {
                 stopped = true;
                 break;
             }
+            ended.push(format!(
+                "{wait_ms} ms: {:?}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
         assert!(
             stopped,
-            "sessionctl was never still reading when SIG{signal} arrived; the log is too small"
+            "sessionctl was never still reading when SIG{signal} arrived; the log is too small: {ended:#?}"
         );
     }
 }
