@@ -243,7 +243,7 @@ fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
         let mut stopped = false;
         let mut ended = Vec::new();
         for wait_ms in [100, 50, 25, 12, 6] {
-            let mut child = Command::new(BIN)
+            let child = Command::new(BIN)
                 .args(["messages", file.to_str().unwrap()])
                 .env("TMPDIR", &tmpdir)
                 .stdin(Stdio::null())
