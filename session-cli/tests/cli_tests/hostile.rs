@@ -229,6 +229,16 @@ fn has_open(pid: u32, file: &Path) -> bool {
         .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == file))
 }
 
+/// Whether this process ignores SIGINT (bit 2 of `SigIgn` in `/proc/self/status`).
+fn sigint_ignored() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (2 - 1)) != 0)
+}
+
 #[test]
 fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
     let base = Temp::new("hostile-killed");
@@ -243,14 +253,24 @@ fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
         let mut stopped = false;
         let mut ended = Vec::new();
         for wait_ms in [100, 50, 25, 12, 6] {
-            let child = Command::new(BIN)
+            // A process started in the background by a shell without job control (as CI may
+            // run this suite) ignores SIGINT, and its children inherit that. Then sessionctl
+            // starts through `env --default-signal=INT`, which execs it (same pid) with the
+            // default disposition a terminal's Ctrl-C meets.
+            let mut command = if sigint_ignored() {
+                let mut c = Command::new("env");
+                c.args(["--default-signal=INT", BIN]);
+                c
+            } else {
+                Command::new(BIN)
+            };
+            command
                 .args(["messages", file.to_str().unwrap()])
                 .env("TMPDIR", &tmpdir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
+                .stderr(Stdio::piped());
+            let child = command.spawn().unwrap();
             // Wait until the log is being read (the header read opens it first, the load after).
             let start = Instant::now();
             while !has_open(child.id(), &file) {
