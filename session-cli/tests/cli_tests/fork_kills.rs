@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use std::fmt::Write as _;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

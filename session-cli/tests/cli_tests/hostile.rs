@@ -248,8 +248,8 @@ fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
     let tmpdir = base.path().join("tmp");
     std::fs::create_dir(&tmpdir).unwrap();
     for (signal, number) in [("TERM", 15), ("INT", 2)] {
-        // On a loaded machine the `kill` can come late; a run that ended before it is retried
-        // with a shorter wait, and only a run stopped by the signal counts.
+        // A run that ended before its signal arrived (a late `kill`) is retried with a shorter
+        // wait; only a run stopped by the signal counts.
         let mut stopped = false;
         let mut ended = Vec::new();
         for wait_ms in [100, 50, 25, 12, 6] {
