@@ -33,6 +33,7 @@
 //! left (`statvfs` right after the failure); other I/O errors keep `SQLite`'s text.
 
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -545,6 +546,21 @@ impl Backend for SqliteBackend {
         is_materialized: bool,
     ) -> session_persist::Result<()> {
         Ok(self.append(meta, events, is_materialized).await?)
+    }
+
+    /// One transaction for every batch, each packed as its own append would pack it.
+    async fn publish_batches(
+        &self,
+        meta: &SessionHeader,
+        events: Vec<Event>,
+        batches: &[Range<usize>],
+    ) -> session_persist::Result<()> {
+        session_persist::check_batches(events.len(), batches)?;
+        let meta = meta.clone();
+        let batches = batches.to_vec();
+        Ok(self
+            .run(move |s| s.publish_batches(&meta, &events, &batches))
+            .await?)
     }
 
     async fn commit_repair(

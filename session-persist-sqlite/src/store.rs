@@ -407,6 +407,39 @@ impl Store {
         })
     }
 
+    /// `Backend::publish_batches`: the first publication of `meta` with every batch of
+    /// `events` (`batches`, already checked), in one `BEGIN IMMEDIATE` transaction: the same
+    /// checks and rows as [`Store::append_batch`] of each batch in turn, packed one batch at a
+    /// time, so only one batch's rows are held while the transaction grows.
+    pub(crate) fn publish_batches(
+        &self,
+        meta: &SessionHeader,
+        events: &[Event],
+        batches: &[std::ops::Range<usize>],
+    ) -> Result<()> {
+        let Some(first) = events.first() else {
+            return Ok(());
+        };
+        let id = &*meta.id;
+        self.transaction(sql::BEGIN_IMMEDIATE, "append", |s| {
+            validate_schema_for_mutation(&s.conn, &s.path)?;
+            let expected = s.logical_last_event(id)?.map_or(0, |e| e.seq() + 1);
+            if first.seq() != expected {
+                return Err(Error::AppendStart {
+                    id: id.to_owned(),
+                    first: first.seq(),
+                    expected,
+                });
+            }
+            s.write_row(meta)?;
+            for batch in batches {
+                let rows = pack_batch(&events[batch.clone()])?;
+                s.insert_rows(id, &rows)?;
+            }
+            s.increment_revision(id)
+        })
+    }
+
     /// `commitRepair`: atomically delete the torn tail (checking that it still starts at
     /// `torn`), append the closers as scalar rows and bump the revision.
     pub(crate) fn commit_repair(
