@@ -375,6 +375,22 @@ impl Store {
         Ok(Some((self.stored_meta(&row)?, events, torn)))
     }
 
+    /// The checks of an append inside its transaction: the schema is still one this build
+    /// writes, and `first` continues the stored log of `id` (else a stale writer), before any
+    /// mutation.
+    fn check_appendable(&self, id: &str, first: &Event) -> Result<()> {
+        validate_schema_for_mutation(&self.conn, &self.path)?;
+        let expected = self.logical_last_event(id)?.map_or(0, |e| e.seq() + 1);
+        if first.seq() != expected {
+            return Err(Error::AppendStart {
+                id: id.to_owned(),
+                first: first.seq(),
+                expected,
+            });
+        }
+        Ok(())
+    }
+
     /// `appendBatch`: inside `BEGIN IMMEDIATE`, re-check the schema, reject a batch that does
     /// not continue the stored log (a stale writer) before any mutation, upsert the session
     /// row on first publication, insert the packed rows, bump the revision.
@@ -390,15 +406,7 @@ impl Store {
         let rows = pack_batch(events)?;
         let id = &*meta.id;
         self.transaction(sql::BEGIN_IMMEDIATE, "append", |s| {
-            validate_schema_for_mutation(&s.conn, &s.path)?;
-            let expected = s.logical_last_event(id)?.map_or(0, |e| e.seq() + 1);
-            if first.seq() != expected {
-                return Err(Error::AppendStart {
-                    id: id.to_owned(),
-                    first: first.seq(),
-                    expected,
-                });
-            }
+            s.check_appendable(id, first)?;
             if !is_materialized {
                 s.write_row(meta)?;
             }
@@ -422,15 +430,7 @@ impl Store {
         };
         let id = &*meta.id;
         self.transaction(sql::BEGIN_IMMEDIATE, "append", |s| {
-            validate_schema_for_mutation(&s.conn, &s.path)?;
-            let expected = s.logical_last_event(id)?.map_or(0, |e| e.seq() + 1);
-            if first.seq() != expected {
-                return Err(Error::AppendStart {
-                    id: id.to_owned(),
-                    first: first.seq(),
-                    expected,
-                });
-            }
+            s.check_appendable(id, first)?;
             s.write_row(meta)?;
             for batch in batches {
                 let rows = pack_batch(&events[batch.clone()])?;
