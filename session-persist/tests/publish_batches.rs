@@ -4,36 +4,16 @@
 #![allow(clippy::unwrap_used)]
 #![allow(clippy::single_range_in_vec_init)] // one-range layouts are cases under test
 
+mod common;
 mod coord;
 
 use std::ops::Range;
-use std::path::PathBuf;
 
+use common::TempDir;
 use coord::{meta, turn_events};
 use session_core::Event;
 use session_persist::memory::MemoryBackend;
 use session_persist::{Backend, Compression, Error, JsonlBackend, JsonlConfig};
-
-/// A fresh directory under the system temporary directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!(
-            "session-persist-publish-{name}-{}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Three turns, laid out as a live loop writes them: a batch per turn/start and step/start.
 fn events_and_batches() -> (Vec<Event>, Vec<Range<usize>>) {
@@ -62,15 +42,15 @@ fn jsonl(root: &std::path::Path, compression: Compression) -> JsonlBackend {
 async fn a_publication_of_batches_stores_the_bytes_of_the_same_batches_appended_one_by_one() {
     let (events, batches) = events_and_batches();
     for compression in [Compression::Zstd, Compression::None] {
-        let scratch = Scratch::new("bytes");
-        let appended = jsonl(&scratch.0.join("appended"), compression);
+        let scratch = TempDir::new("publish-bytes");
+        let appended = jsonl(&scratch.path().join("appended"), compression);
         for (i, batch) in batches.iter().enumerate() {
             appended
                 .append_batch(&meta("s"), &events[batch.clone()], i > 0)
                 .await
                 .unwrap();
         }
-        let published = jsonl(&scratch.0.join("published"), compression);
+        let published = jsonl(&scratch.path().join("published"), compression);
         published
             .publish_batches(&meta("s"), events.clone(), &batches)
             .await
@@ -96,8 +76,8 @@ async fn a_publication_of_batches_stores_the_bytes_of_the_same_batches_appended_
 #[tokio::test]
 async fn a_bad_layout_or_an_existing_log_is_refused_with_nothing_written() {
     let (events, batches) = events_and_batches();
-    let scratch = Scratch::new("refused");
-    let backend = jsonl(&scratch.0, Compression::Zstd);
+    let scratch = TempDir::new("publish-refused");
+    let backend = jsonl(scratch.path(), Compression::Zstd);
     let memory = MemoryBackend::new();
     let n = events.len();
     for bad in [
@@ -127,7 +107,7 @@ async fn a_bad_layout_or_an_existing_log_is_refused_with_nothing_written() {
         .await
         .unwrap();
     let before = std::fs::read(backend.log_path(&meta("s")).unwrap()).unwrap();
-    let again = jsonl(&scratch.0, Compression::Zstd);
+    let again = jsonl(scratch.path(), Compression::Zstd);
     let err = again
         .publish_batches(&meta("s"), events.clone(), &batches)
         .await

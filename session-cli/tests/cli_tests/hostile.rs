@@ -247,6 +247,7 @@ fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
     let file = big_plain_log(&dir, 48 << 20);
     let tmpdir = base.path().join("tmp");
     std::fs::create_dir(&tmpdir).unwrap();
+    let ignored = sigint_ignored();
     for (signal, number) in [("TERM", 15), ("INT", 2)] {
         // A run that ended before its signal arrived (a late `kill`) is retried with a shorter
         // wait; only a run stopped by the signal counts.
@@ -257,7 +258,7 @@ fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
             // run this suite) ignores SIGINT, and its children inherit that. Then sessionctl
             // starts through `env --default-signal=INT`, which execs it (same pid) with the
             // default disposition a terminal's Ctrl-C meets.
-            let mut command = if sigint_ignored() {
+            let mut command = if ignored {
                 let mut c = Command::new("env");
                 c.args(["--default-signal=INT", BIN]);
                 c
