@@ -6,6 +6,7 @@
 //! protocol described in the [crate documentation](crate).
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -27,7 +28,9 @@ use crate::pool::{Connector, Pool};
 use crate::schema::{self, SESSION_LOCK_CLASS};
 use crate::sql;
 
+mod outcome;
 mod page;
+mod publish;
 mod read;
 mod rows;
 
@@ -178,6 +181,24 @@ enum Failure {
     Definite(Error),
     /// The connection broke while the commit was in flight: the outcome is unknown.
     CommitUnknown(Error),
+}
+
+/// One write transaction's work.
+#[derive(Clone, Copy)]
+enum Write<'a> {
+    /// An append batch's rows, at `first` (`is_materialized`: the session row exists).
+    Append {
+        meta: &'a SessionHeader,
+        rows: &'a [EventRow],
+        first: u64,
+        is_materialized: bool,
+    },
+    /// A new session with all of its batches ([`PostgresBackend::publish`]).
+    Publish {
+        meta: &'a SessionHeader,
+        events: &'a [Event],
+        batches: &'a [Range<usize>],
+    },
 }
 
 /// What re-reading the tail after an unknown commit outcome showed.
@@ -579,24 +600,32 @@ impl PostgresBackend {
         Some(Duration::from_millis(to_u64(expires_in_ms) + 5).min(left))
     }
 
-    /// One append attempt: one transaction.
-    async fn try_append(
-        &self,
-        meta: &SessionHeader,
-        rows: &[EventRow],
-        first: u64,
-        is_materialized: bool,
-    ) -> std::result::Result<i64, Failure> {
+    /// One write attempt (an append or a publication): one transaction. Returns the lease
+    /// epoch the write committed under.
+    async fn try_write(&self, write: &Write<'_>) -> std::result::Result<i64, Failure> {
         let mut conn = self.inner.pool.get().await.map_err(Failure::Definite)?;
         let tx = conn
             .client()
             .transaction()
             .await
             .map_err(|e| Failure::Definite(Error::pg("begin")(e)))?;
-        let epoch = match self
-            .append_in(&tx, meta, rows, first, is_materialized)
-            .await
-        {
+        let written = match *write {
+            Write::Append {
+                meta,
+                rows,
+                first,
+                is_materialized,
+            } => {
+                self.append_in(&tx, meta, rows, first, is_materialized)
+                    .await
+            }
+            Write::Publish {
+                meta,
+                events,
+                batches,
+            } => self.publish_in(&tx, meta, events, batches).await,
+        };
+        let epoch = match written {
             Ok(epoch) => epoch,
             Err(e) => {
                 // A refusal (lease, seq) leaves a healthy connection: roll back and keep it.
@@ -709,58 +738,6 @@ impl PostgresBackend {
         }
     }
 
-    /// Re-reads the tail after an append whose commit outcome is unknown. The session's
-    /// advisory lock and a `FOR SHARE` lock on its row wait until the broken connection's
-    /// transaction is decided; then the batch's seqs are compared row by row, bytes included.
-    async fn resolve(&self, id: &str, rows: &[EventRow]) -> Result<Resolution> {
-        let first = rows.first().map_or(0, |r| r.seq);
-        let last = rows.last().map_or(first, |r| r.last_seq);
-        let mut conn = self.inner.pool.get().await?;
-        let tx = conn
-            .client()
-            .transaction()
-            .await
-            .map_err(Error::pg("resolve"))?;
-        tx.batch_execute(&format!(
-            "SET LOCAL lock_timeout = '{RESOLVE_LOCK_TIMEOUT}'"
-        ))
-        .await
-        .map_err(Error::pg("resolve"))?;
-        if self.inner.options.advisory_locks {
-            tx.execute(sql::SESSION_ADVISORY_LOCK, &[&SESSION_LOCK_CLASS, &id])
-                .await
-                .map_err(Error::pg("resolve"))?;
-        }
-        let row = session_row(&tx, id, sql::SESSION_ROW_FOR_SHARE).await?;
-        let stored = event_rows(&tx, id, sql::EVENTS_RANGE, &[first, last]).await?;
-        tx.commit().await.map_err(Error::pg("resolve"))?;
-        conn.done();
-        let Some(row) = row else {
-            return Ok(Resolution::Absent);
-        };
-        if stored.is_empty() {
-            return Ok(Resolution::Absent);
-        }
-        if stored.as_slice() == rows {
-            if row.lease_holder.as_deref() == Some(self.inner.holder.as_str()) {
-                return Ok(Resolution::Committed(row.lease_epoch));
-            }
-            return Err(Error::CommitOutcomeMismatch {
-                id: id.to_owned(),
-                first: to_u64(first),
-                why: "the batch is stored, but another writer holds the lease now".to_owned(),
-            });
-        }
-        Err(Error::CommitOutcomeMismatch {
-            id: id.to_owned(),
-            first: to_u64(first),
-            why: format!(
-                "{} stored rows overlap seqs {first}..={last} and differ from the batch",
-                stored.len()
-            ),
-        })
-    }
-
     /// [`Backend::append_batch`] with this crate's error type.
     ///
     /// One transaction: lock the session row, check the lease epoch and the next seq, insert
@@ -783,7 +760,13 @@ impl PostgresBackend {
         let started = Instant::now();
         let mut unknown_tries = 0;
         loop {
-            match self.try_append(meta, &rows, first, is_materialized).await {
+            let write = Write::Append {
+                meta,
+                rows: &rows,
+                first,
+                is_materialized,
+            };
+            match self.try_write(&write).await {
                 Ok(epoch) => {
                     self.held().insert(id.to_owned(), epoch);
                     return Ok(());
@@ -1094,6 +1077,17 @@ impl Backend for PostgresBackend {
         is_materialized: bool,
     ) -> session_persist::Result<()> {
         Ok(self.append(meta, events, is_materialized).await?)
+    }
+
+    /// One transaction for every batch, each packed as its own append would pack it, the
+    /// rows sent a group of batches at a time.
+    async fn publish_batches(
+        &self,
+        meta: &SessionHeader,
+        events: Vec<Event>,
+        batches: &[Range<usize>],
+    ) -> session_persist::Result<()> {
+        Ok(self.publish(meta, &events, batches).await?)
     }
 
     async fn commit_repair(

@@ -137,6 +137,13 @@ pub enum Error {
         /// What the tail showed.
         why: String,
     },
+    /// A publication's batch layout does not cover its events in order: nothing was written.
+    InvalidBatches {
+        /// How many events were given.
+        events: usize,
+        /// What is wrong with the layout.
+        detail: String,
+    },
     /// A server-side fork was refused.
     Fork {
         /// The parent session id.
@@ -193,6 +200,7 @@ impl Error {
             | Error::TlsUnavailable
             | Error::Tls { .. }
             | Error::ForeignMarker
+            | Error::InvalidBatches { .. }
             | Error::Fork { .. } => ErrorKind::Invalid,
             Error::Postgres { source, .. } => {
                 match source.code().map(tokio_postgres::error::SqlState::code) {
@@ -314,6 +322,13 @@ impl fmt::Display for Error {
                 "append to session \"{id}\" from seq {first}: the connection broke while \
                  committing and the stored tail does not settle the outcome: {why}"
             ),
+            Error::InvalidBatches { events, detail } => {
+                write!(
+                    f,
+                    "batches of a publication must be non-empty consecutive ranges covering its \
+                     {events} events ({detail})"
+                )
+            }
             Error::Fork { parent, child, why } => {
                 write!(f, "cannot fork \"{parent}\" into \"{child}\": {why}")
             }
@@ -347,6 +362,9 @@ impl From<Error> for session_persist::Error {
             Error::ForeignMarker => session_persist::Error::ForeignMarker {
                 backend: BACKEND_NAME.to_owned(),
             },
+            Error::InvalidBatches { events, detail } => {
+                session_persist::Error::InvalidBatches { events, detail }
+            }
             other => {
                 let (kind, position) = (other.kind(), other.position());
                 session_persist::Error::foreign("Error", kind, position, other)

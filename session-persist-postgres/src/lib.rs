@@ -74,7 +74,11 @@
 //! [`Error::LeaseLost`]; the batch must start at the stored `next_seq`, else
 //! [`Error::AppendStart`]. Both are checked before anything is written, under the row lock,
 //! so two writers can never interleave, duplicate or skip a seq. Repairs
-//! ([`session_persist::Backend::commit_repair`]) are one transaction under the same checks.
+//! ([`session_persist::Backend::commit_repair`]) are one transaction under the same checks. A
+//! bulk publication of a new session ([`session_persist::Backend::publish_batches`], used by
+//! `sessionctl fork` and `convert`) is one transaction too: the session row, then each batch
+//! packed as its own append packs it, sent a group of batches at a time so that memory holds
+//! one group's rows, not the session's.
 //!
 //! **A lease that expires while its holder is alive.** Expiry alone changes nothing stored:
 //! if nobody took the session over, the holder's next append finds its epoch unchanged and
@@ -94,7 +98,9 @@
 //! which wait until the broken connection's transaction is decided, then compares the stored
 //! rows of the batch's seqs with the batch, byte for byte. A whole, identical batch is success;
 //! an absent batch is retried once (the retry re-checks the lease and the next seq); anything
-//! else is [`Error::CommitOutcomeMismatch`].
+//! else is [`Error::CommitOutcomeMismatch`]. A publication is settled the same way, group by
+//! group: no session row is absent (the publication is retried once), a session whose tail
+//! and every row match is success.
 //!
 //! # Reads
 //!

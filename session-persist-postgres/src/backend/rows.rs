@@ -129,40 +129,52 @@ pub(super) fn row_header(row: &SessionRow) -> SessionHeader {
     meta
 }
 
-/// The arrays of an `unnest` insert.
-pub(super) fn insert_params(rows: &[EventRow]) -> InsertArrays {
-    InsertArrays {
-        seq: rows.iter().map(|r| r.seq).collect(),
-        last_seq: rows.iter().map(|r| r.last_seq).collect(),
-        ty: rows.iter().map(|r| r.ty.clone()).collect(),
-        time: rows.iter().map(|r| r.time).collect(),
-        packed: rows.iter().map(|r| r.packed).collect(),
-        text: rows.iter().map(|r| r.text.clone()).collect(),
-        zstd: rows.iter().map(|r| r.zstd.clone()).collect(),
-        surface_op: rows.iter().map(|r| r.surface_op.clone()).collect(),
-        source_event_seqs: rows.iter().map(|r| r.source_event_seqs.clone()).collect(),
-        ignorable: rows.iter().map(|r| r.ignorable).collect(),
+/// The arrays of an `unnest` insert: one array a column.
+#[derive(Default)]
+pub(super) struct InsertArrays {
+    seq: Vec<i64>,
+    last_seq: Vec<i64>,
+    ty: Vec<String>,
+    time: Vec<i64>,
+    packed: Vec<bool>,
+    text: Vec<Option<String>>,
+    zstd: Vec<Option<Vec<u8>>>,
+    surface_op: Vec<Option<String>>,
+    source_event_seqs: Vec<Option<String>>,
+    ignorable: Vec<bool>,
+}
+
+impl InsertArrays {
+    /// The columns of `rows`, which are moved in (not copied).
+    pub(super) fn new(rows: impl IntoIterator<Item = EventRow>) -> InsertArrays {
+        let mut a = InsertArrays::default();
+        for r in rows {
+            a.seq.push(r.seq);
+            a.last_seq.push(r.last_seq);
+            a.ty.push(r.ty);
+            a.time.push(r.time);
+            a.packed.push(r.packed);
+            a.text.push(r.text);
+            a.zstd.push(r.zstd);
+            a.surface_op.push(r.surface_op);
+            a.source_event_seqs.push(r.source_event_seqs);
+            a.ignorable.push(r.ignorable);
+        }
+        a
     }
 }
 
-pub(super) struct InsertArrays {
-    pub(super) seq: Vec<i64>,
-    pub(super) last_seq: Vec<i64>,
-    pub(super) ty: Vec<String>,
-    pub(super) time: Vec<i64>,
-    pub(super) packed: Vec<bool>,
-    pub(super) text: Vec<Option<String>>,
-    pub(super) zstd: Vec<Option<Vec<u8>>>,
-    pub(super) surface_op: Vec<Option<String>>,
-    pub(super) source_event_seqs: Vec<Option<String>>,
-    pub(super) ignorable: Vec<bool>,
+/// Inserts copies of `rows` (kept by the caller: an append compares them with the stored tail
+/// when its commit outcome is unknown).
+pub(super) async fn insert_rows(tx: &Transaction<'_>, id: &str, rows: &[EventRow]) -> Result<()> {
+    insert_arrays(tx, id, InsertArrays::new(rows.iter().cloned())).await
 }
 
-pub(super) async fn insert_rows(tx: &Transaction<'_>, id: &str, rows: &[EventRow]) -> Result<()> {
-    if rows.is_empty() {
+/// Inserts the rows of `a` in one `unnest` statement.
+pub(super) async fn insert_arrays(tx: &Transaction<'_>, id: &str, a: InsertArrays) -> Result<()> {
+    if a.seq.is_empty() {
         return Ok(());
     }
-    let a = insert_params(rows);
     tx.execute_typed(
         sql::INSERT_EVENTS,
         &[
