@@ -1,5 +1,6 @@
 //! `sessionctl fork` and `sessionctl convert` killed with SIGKILL at points spread over their
-//! run: the child (the copy) is either absent or complete, never a prefix of the seed.
+//! run: the child (the copy) is either absent or complete, never a prefix of the seed. In a
+//! JSONL root, and in the database stores (SQLite; PostgreSQL when a server is reachable).
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use std::fmt::Write as _;
@@ -7,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::stores::Schema;
 use crate::common::{BIN, Temp, run, run_in};
 
 /// Turns in the parent: each is a batch of its own when copied, so a copy writes thousands.
@@ -45,7 +47,15 @@ fn parent(root: &Path) -> u64 {
 /// The stored event count of `id` and that nothing would be repaired, or `None` when `id`
 /// does not exist.
 fn event_count(root: &str, id: &str) -> Option<u64> {
-    let out = run(&["--json", "--root", root, "inspect", id]);
+    stored_count(&["--root", root], id)
+}
+
+/// [`event_count`] in the store that `store` (`--root DIR` or `--store SPEC`) names.
+fn stored_count(store: &[&str], id: &str) -> Option<u64> {
+    let mut args = vec!["--json"];
+    args.extend_from_slice(store);
+    args.extend(["inspect", id]);
+    let out = run(&args);
     if out.code != 0 {
         assert!(
             out.stderr.contains("not found"),
@@ -168,4 +178,53 @@ fn a_killed_convert_leaves_no_copy_or_the_whole_copy() {
             );
         },
     );
+}
+
+/// `fork` inside a database store (`store`: a `--store` spec holding the parent "p" of `seed`
+/// events), killed at points spread over its run: each child is absent or whole.
+fn fork_kills_in(store: &str, seed: u64) {
+    let full = timed(&["--store", store, "fork", "p", "--id", "whole"]);
+    assert_eq!(stored_count(&["--store", store], "whole"), Some(seed + 1));
+    kill_trials(
+        full,
+        |i| {
+            ["--store", store, "fork", "p", "--id", &format!("kid{i}")]
+                .map(str::to_owned)
+                .to_vec()
+        },
+        |i| {
+            let count = stored_count(&["--store", store], &format!("kid{i}"));
+            assert!(
+                count.is_none() || count == Some(seed + 1),
+                "{store}: kid{i}: {count:?} events of {}",
+                seed + 1
+            );
+        },
+    );
+}
+
+#[test]
+fn a_killed_fork_in_sqlite_leaves_no_child_or_the_whole_child() {
+    let base = Temp::new("fork-kills-sqlite");
+    let root = base.path().join("root");
+    let seed = parent(&root);
+    let store = format!("sqlite:{}", base.path().join("db").join("s.db").display());
+    let r = root.to_str().unwrap();
+    run(&["--root", r, "convert", "p", &store]).ok();
+    fork_kills_in(&store, seed);
+}
+
+#[test]
+fn a_killed_fork_in_postgres_leaves_no_child_or_the_whole_child() {
+    let Some(schema) =
+        Schema::create("a_killed_fork_in_postgres_leaves_no_child_or_the_whole_child")
+    else {
+        return;
+    };
+    let base = Temp::new("fork-kills-postgres");
+    let root = base.path().join("root");
+    let seed = parent(&root);
+    let store = schema.store();
+    run(&["--root", root.to_str().unwrap(), "convert", "p", &store]).ok();
+    fork_kills_in(&store, seed);
 }
