@@ -21,7 +21,7 @@ fn meta(id: &str) -> SessionHeader {
 
 /// `batches` batches alternating between 4 text deltas (one packed row each) and 2 scalar
 /// events (two rows), so that packing is batch-local and the rows span several insert groups
-/// (1,024 rows at most a group). Returns the events and their layout.
+/// (a group closes at 1,024 rows). Returns the events and their layout.
 fn session(batches: usize) -> (Vec<Event>, Vec<Range<usize>>) {
     let mut events = Vec::new();
     let mut layout = Vec::new();
