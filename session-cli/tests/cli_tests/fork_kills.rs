@@ -1,6 +1,6 @@
 //! `sessionctl fork` and `sessionctl convert` killed with SIGKILL at points spread over their
 //! run: the child (the copy) is either absent or complete, never a prefix of the seed. In a
-//! JSONL root, and in the database stores (SQLite; PostgreSQL when a server is reachable).
+//! JSONL root, and in the database stores (`SQLite`; `PostgreSQL` when a server is reachable).
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use std::fmt::Write as _;
