@@ -23,6 +23,11 @@ fn meta(id: &str) -> SessionHeader {
 /// events (two rows), so that packing is batch-local and the rows span several insert groups
 /// (a group closes at 1,024 rows). Returns the events and their layout.
 fn session(batches: usize) -> (Vec<Event>, Vec<Range<usize>>) {
+    tagged_session(batches, "b")
+}
+
+/// [`session`] with every text starting with `tag`.
+fn tagged_session(batches: usize, tag: &str) -> (Vec<Event>, Vec<Range<usize>>) {
     let mut events = Vec::new();
     let mut layout = Vec::new();
     for b in 0..batches {
@@ -36,10 +41,10 @@ fn session(batches: usize) -> (Vec<Event>, Vec<Range<usize>>) {
             let seq = events.len() as u64;
             let text = if b % 2 == 0 {
                 format!(
-                    r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"b{b}-{i} "}}}}"#
+                    r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{tag}{b}-{i} "}}}}"#
                 )
             } else {
-                format!(r#"{{"turn":1,"note":"b{b}-{i}"}}"#)
+                format!(r#"{{"turn":1,"note":"{tag}{b}-{i}"}}"#)
             };
             let data = Value::parse(&text).unwrap();
             events.push(Event::appended(
@@ -266,4 +271,58 @@ async fn a_publication_cut_at_any_byte_is_whole_or_absent() {
         whole >= 1 && absent >= 30,
         "the cuts did not cover both outcomes ({whole} whole, {absent} absent, span {span})"
     );
+}
+
+/// Writers racing to publish the same new session, with and without advisory locks: exactly
+/// one publication commits, the others are refused as already materialized, and the stored
+/// session is the winner's, whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_publications_of_one_id_commit_exactly_one() {
+    if !server_available("racing_publications_of_one_id_commit_exactly_one") {
+        return;
+    }
+    for advisory_locks in [true, false] {
+        let schema = TestSchema::new();
+        let options = schema.options().advisory_locks(advisory_locks);
+        let mut writers = Vec::new();
+        for _ in 0..4 {
+            writers.push(schema.backend_with(options.clone()).await);
+        }
+        for round in 0..8_u32 {
+            let id = format!("race-{round}");
+            let tasks: Vec<_> = writers
+                .iter()
+                .enumerate()
+                .map(|(w, backend)| {
+                    let backend = backend.clone();
+                    let m = meta(&id);
+                    // Several insert groups, so that the race spans many statements.
+                    let (events, layout) = tagged_session(1_501, &format!("w{w}-"));
+                    tokio::spawn(async move {
+                        let outcome = backend.publish(&m, &events, &layout).await;
+                        (events, outcome)
+                    })
+                })
+                .collect();
+            let mut winners = Vec::new();
+            for task in tasks {
+                match task.await.unwrap() {
+                    (events, Ok(())) => winners.push(events),
+                    (_, Err(Error::AlreadyMaterialized { .. })) => {}
+                    (_, Err(e)) => panic!("round {round}: unexpected error {e}"),
+                }
+            }
+            assert_eq!(
+                winners.len(),
+                1,
+                "round {round}, advisory locks {advisory_locks}"
+            );
+            let stored = writers[0].load(&id).await.unwrap().unwrap().events;
+            assert_eq!(
+                lines(&stored),
+                lines(&winners[0]),
+                "round {round}: the stored session is not the winner's"
+            );
+        }
+    }
 }
