@@ -19,9 +19,11 @@ fn meta(id: &str) -> SessionHeader {
     m
 }
 
-/// `batches` batches alternating between 4 text deltas (one packed row each) and 2 scalar
-/// events (two rows), so that packing is batch-local and the rows span several insert groups
-/// (a group closes at 1,024 rows). Returns the events and their layout.
+/// `batches` batches cycling through 2 text deltas (two scalar rows: a run of 2 is not packed),
+/// 4 text deltas (one packed row) and 2 scalar events. Packing is batch-local, so these
+/// batches make 5 rows a cycle, where the same events as one batch would make 3 (the 6 deltas
+/// one run); a few thousand batches span several insert groups (a group closes at 1,024
+/// rows). Returns the events and their layout.
 fn session(batches: usize) -> (Vec<Event>, Vec<Range<usize>>) {
     tagged_session(batches, "b")
 }
@@ -32,14 +34,14 @@ fn tagged_session(batches: usize, tag: &str) -> (Vec<Event>, Vec<Range<usize>>) 
     let mut layout = Vec::new();
     for b in 0..batches {
         let start = events.len();
-        let (ty, len) = if b % 2 == 0 {
-            ("assistant/chunk", 4)
-        } else {
-            ("note/marker", 2)
+        let (ty, len) = match b % 3 {
+            0 => ("assistant/chunk", 2),
+            1 => ("assistant/chunk", 4),
+            _ => ("note/marker", 2),
         };
         for i in 0..len {
             let seq = events.len() as u64;
-            let text = if b % 2 == 0 {
+            let text = if b % 3 < 2 {
                 format!(
                     r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{tag}{b}-{i} "}}}}"#
                 )
@@ -111,11 +113,8 @@ async fn a_publication_stores_the_rows_its_appends_store() {
         .unwrap();
     let (appended, appended_tail) = stored_rows(&schema, "appended").await;
     let (published, published_tail) = stored_rows(&schema, "published").await;
-    assert!(
-        appended.len() > 4 * 1_024,
-        "only {} rows: few insert groups",
-        appended.len()
-    );
+    // 1,000 cycles of 5 rows, and the first batch of another.
+    assert_eq!(appended.len(), 5_002, "rows appended");
     assert_eq!(published.len(), appended.len(), "row counts differ");
     for (i, (p, a)) in published.iter().zip(&appended).enumerate() {
         assert_eq!(p, a, "row {i} differs");
@@ -145,6 +144,14 @@ async fn a_publication_stores_the_rows_its_appends_store() {
         .append(&meta("published"), &next, true)
         .await
         .unwrap();
+    // The comparison sees the layout: the same events published as one batch pack into
+    // fewer rows.
+    let whole = 0..events.len();
+    backend
+        .publish(&meta("one-batch"), &events, std::slice::from_ref(&whole))
+        .await
+        .unwrap();
+    assert_eq!(stored_rows(&schema, "one-batch").await.0.len(), 3_002);
     // A bad layout is refused before anything is written.
     let bad = backend
         .publish(&meta("bad"), &events, &[0..2, 3..events.len()])

@@ -11,6 +11,7 @@ mod draft_rounds;
 mod durability;
 mod error_kinds;
 mod paging;
+mod publish;
 mod row_stats;
 mod sql_boundary;
 mod sqlite;
