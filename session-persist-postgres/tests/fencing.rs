@@ -6,10 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cut, LeasePair, Proxy, TestSchema, server_available, upstream};
+use common::{Cut, LeasePair, TestSchema, server_available};
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
-use session_persist_postgres::{Error, PostgresBackend, PostgresOptions};
+use session_persist_postgres::{Error, PostgresBackend};
 
 fn meta(id: &str) -> SessionHeader {
     let mut m = SessionHeader::new(id, 1_000);
@@ -348,19 +348,6 @@ async fn stale_seq_is_refused_before_writing() {
     assert_eq!(a.load("stale").await.unwrap().unwrap().events.len(), 4);
 }
 
-async fn through_proxy(schema: &TestSchema) -> (Proxy, PostgresBackend) {
-    let proxy = Proxy::start(upstream()).await;
-    let backend = PostgresBackend::connect(
-        &proxy.url(),
-        PostgresOptions::default()
-            .schema(schema.name.clone())
-            .pool_size(2),
-    )
-    .await
-    .unwrap();
-    (proxy, backend)
-}
-
 /// The connection is cut right after the COMMIT reaches the server: the append cannot see
 /// the answer, re-reads the tail, finds its batch and reports success. No duplicate.
 #[tokio::test]
@@ -369,7 +356,7 @@ async fn commit_answer_lost_resolves_by_reading_the_tail() {
         return;
     }
     let schema = TestSchema::new();
-    let (proxy, backend) = through_proxy(&schema).await;
+    let (proxy, backend) = schema.through_proxy().await;
     let m = meta("cut-after");
     let mut all = batch(0, 5, 1, 0);
     proxy.arm(Cut::AfterCommit);
@@ -394,7 +381,7 @@ async fn commit_never_sent_is_retried_once() {
         return;
     }
     let schema = TestSchema::new();
-    let (proxy, backend) = through_proxy(&schema).await;
+    let (proxy, backend) = schema.through_proxy().await;
     let m = meta("cut-before");
     let first = batch(0, 5, 1, 0);
     backend.append(&m, &first, false).await.unwrap();
@@ -414,7 +401,7 @@ async fn cuts_at_any_byte_never_duplicate_or_skip() {
         return;
     }
     let schema = TestSchema::new();
-    let (proxy, backend) = through_proxy(&schema).await;
+    let (proxy, backend) = schema.through_proxy().await;
     let m = meta("cut-bytes");
     let first = batch(0, 3, 1, 0);
     backend.append(&m, &first, false).await.unwrap();

@@ -7,11 +7,11 @@ mod common;
 
 use std::ops::Range;
 
-use common::{Cut, Proxy, TestSchema, server_available, upstream};
+use common::{Cut, TestSchema, server_available};
 use session_core::json::Value;
 use session_core::{Event, SessionHeader};
 use session_persist::Backend;
-use session_persist_postgres::{Error, PostgresBackend, PostgresOptions};
+use session_persist_postgres::Error;
 
 fn meta(id: &str) -> SessionHeader {
     let mut m = SessionHeader::new(id, 1_000);
@@ -163,19 +163,6 @@ async fn a_publication_stores_the_rows_its_appends_store() {
     assert!(backend.load("bad").await.unwrap().is_none());
 }
 
-async fn through_proxy(schema: &TestSchema) -> (Proxy, PostgresBackend) {
-    let proxy = Proxy::start(upstream()).await;
-    let backend = PostgresBackend::connect(
-        &proxy.url(),
-        PostgresOptions::default()
-            .schema(schema.name.clone())
-            .pool_size(2),
-    )
-    .await
-    .unwrap();
-    (proxy, backend)
-}
-
 /// The connection is cut right after the publication's COMMIT reaches the server: every row
 /// group is re-read, the session is found whole, and the publication succeeds once.
 #[tokio::test]
@@ -184,7 +171,7 @@ async fn a_publication_whose_commit_answer_is_lost_resolves_as_committed() {
         return;
     }
     let schema = TestSchema::new();
-    let (proxy, backend) = through_proxy(&schema).await;
+    let (proxy, backend) = schema.through_proxy().await;
     let (events, layout) = session(3_001);
     proxy.arm(Cut::AfterCommit);
     backend
@@ -208,7 +195,7 @@ async fn a_publication_whose_commit_is_never_sent_is_retried_once() {
         return;
     }
     let schema = TestSchema::new();
-    let (proxy, backend) = through_proxy(&schema).await;
+    let (proxy, backend) = schema.through_proxy().await;
     let (events, layout) = session(41);
     proxy.arm(Cut::BeforeCommit);
     backend
@@ -229,7 +216,7 @@ async fn a_publication_cut_at_any_byte_is_whole_or_absent() {
         return;
     }
     let schema = TestSchema::new();
-    let (proxy, backend) = through_proxy(&schema).await;
+    let (proxy, backend) = schema.through_proxy().await;
     let (events, layout) = session(2_801);
     // The first write creates the schema; measure the second. Every publication has an id of
     // the same length and starts on a pooled connection that is already open (a read opens

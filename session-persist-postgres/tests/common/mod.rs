@@ -179,6 +179,15 @@ impl TestSchema {
     }
 
     /// A backend on this schema.
+    /// A backend of this schema connected through a new [`Proxy`] (a pool of 2), and the proxy.
+    pub async fn through_proxy(&self) -> (Proxy, PostgresBackend) {
+        let proxy = Proxy::start(upstream()).await;
+        let backend = PostgresBackend::connect(&proxy.url(), self.options().pool_size(2))
+            .await
+            .unwrap();
+        (proxy, backend)
+    }
+
     pub async fn backend(&self) -> PostgresBackend {
         self.backend_with(self.options()).await
     }
