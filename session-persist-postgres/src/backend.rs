@@ -201,6 +201,15 @@ enum Write<'a> {
     },
 }
 
+impl Write<'_> {
+    /// The session written.
+    fn id(&self) -> &str {
+        match self {
+            Write::Append { meta, .. } | Write::Publish { meta, .. } => &meta.id,
+        }
+    }
+}
+
 /// What re-reading the tail after an unknown commit outcome showed.
 enum Resolution {
     /// The batch is stored, whole and byte-identical; the lease epoch it was written under.
@@ -756,16 +765,25 @@ impl PostgresBackend {
         };
         self.ensure_schema().await?;
         let rows = codec::pack_batch(events)?;
-        let id = &*meta.id;
+        self.write(Write::Append {
+            meta,
+            rows: &rows,
+            first,
+            is_materialized,
+        })
+        .await
+    }
+
+    /// Runs `write` to its end: one transaction ([`PostgresBackend::try_write`]), again while
+    /// another writer's lease is live (up to `lease_wait`), and, when the commit outcome is
+    /// unknown, decided by re-reading what was written ([`PostgresBackend::decide`]): a stored
+    /// write is success, an absent one is tried once more. On success this instance holds the
+    /// session's lease at the epoch written.
+    async fn write(&self, write: Write<'_>) -> Result<()> {
+        let id = write.id();
         let started = Instant::now();
         let mut unknown_tries = 0;
         loop {
-            let write = Write::Append {
-                meta,
-                rows: &rows,
-                first,
-                is_materialized,
-            };
             match self.try_write(&write).await {
                 Ok(epoch) => {
                     self.held().insert(id.to_owned(), epoch);
@@ -788,7 +806,7 @@ impl PostgresBackend {
                 Err(Failure::Definite(e)) => return Err(e),
                 Err(Failure::CommitUnknown(e)) => {
                     unknown_tries += 1;
-                    match self.resolve(id, &rows).await? {
+                    match self.decide(&write).await? {
                         Resolution::Committed(epoch) => {
                             self.held().insert(id.to_owned(), epoch);
                             return Ok(());

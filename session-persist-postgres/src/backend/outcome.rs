@@ -11,8 +11,8 @@ use tokio_postgres::{Client, Transaction};
 
 use super::publish::RowGroups;
 use super::{
-    PostgresBackend, RESOLVE_LOCK_TIMEOUT, Resolution, Result, SessionRow, event_rows, session_row,
-    to_u64,
+    PostgresBackend, RESOLVE_LOCK_TIMEOUT, Resolution, Result, SessionRow, Write, event_rows,
+    session_row, to_u64,
 };
 use crate::codec::EventRow;
 use crate::error::Error;
@@ -43,8 +43,20 @@ impl PostgresBackend {
         Ok((tx, row))
     }
 
+    /// Decides `write`, whose commit outcome is unknown.
+    pub(super) async fn decide(&self, write: &Write<'_>) -> Result<Resolution> {
+        match *write {
+            Write::Append { meta, rows, .. } => self.resolve(&meta.id, rows).await,
+            Write::Publish {
+                meta,
+                events,
+                batches,
+            } => self.resolve_publication(&meta.id, events, batches).await,
+        }
+    }
+
     /// Decides an append of `rows`: the batch's seqs are re-read and compared.
-    pub(super) async fn resolve(&self, id: &str, rows: &[EventRow]) -> Result<Resolution> {
+    async fn resolve(&self, id: &str, rows: &[EventRow]) -> Result<Resolution> {
         let first = rows.first().map_or(0, |r| r.seq);
         let last = rows.last().map_or(first, |r| r.last_seq);
         let mut conn = self.inner.pool.get().await?;
@@ -75,7 +87,7 @@ impl PostgresBackend {
     /// one transaction, so the session is absent or whole: no session row is
     /// [`Resolution::Absent`]; a row is compared with the publication's tail and every row
     /// group, one group in memory at a time.
-    pub(super) async fn resolve_publication(
+    async fn resolve_publication(
         &self,
         id: &str,
         events: &[Event],

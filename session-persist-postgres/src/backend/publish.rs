@@ -12,7 +12,7 @@ use session_core::{Event, SessionHeader};
 use tokio_postgres::Transaction;
 
 use super::rows::{InsertArrays, insert_arrays};
-use super::{Failure, PostgresBackend, Resolution, Result, Write};
+use super::{PostgresBackend, Result, Write};
 use crate::codec::{self, EventRow};
 use crate::error::Error;
 
@@ -106,32 +106,12 @@ impl PostgresBackend {
             });
         }
         self.ensure_schema().await?;
-        let write = Write::Publish {
+        self.write(Write::Publish {
             meta,
             events,
             batches,
-        };
-        let mut unknown_tries = 0;
-        loop {
-            match self.try_write(&write).await {
-                Ok(epoch) => {
-                    self.held().insert(id.to_owned(), epoch);
-                    return Ok(());
-                }
-                Err(Failure::Definite(e)) => return Err(e),
-                Err(Failure::CommitUnknown(e)) => {
-                    unknown_tries += 1;
-                    match self.resolve_publication(id, events, batches).await? {
-                        Resolution::Committed(epoch) => {
-                            self.held().insert(id.to_owned(), epoch);
-                            return Ok(());
-                        }
-                        Resolution::Absent if unknown_tries < 2 => {}
-                        Resolution::Absent => return Err(e),
-                    }
-                }
-            }
-        }
+        })
+        .await
     }
 
     /// The publication's work inside its transaction; returns the new lease epoch. The
