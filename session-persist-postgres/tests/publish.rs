@@ -207,9 +207,9 @@ async fn a_publication_whose_commit_is_never_sent_is_retried_once() {
     assert_eq!(lines(&stored), lines(&events));
 }
 
-/// Cuts at byte offsets all over a publication, and at every byte of its `COMMIT`: each one
-/// either succeeds and stores the whole session, or fails with a lost connection and stores
-/// nothing of it.
+/// Cuts at byte offsets all over a publication, and at each of the last 12 bytes a measured
+/// publication sent (its `COMMIT`) and just past them: each one either succeeds and stores the
+/// whole session, or fails with a lost connection and stores nothing of it.
 #[tokio::test]
 async fn a_publication_cut_at_any_byte_is_whole_or_absent() {
     if !server_available("a_publication_cut_at_any_byte_is_whole_or_absent") {
