@@ -7,9 +7,11 @@ Usage:
 Each round runs every command once, in the order given, as its own process (stdout discarded,
 a failing command stops the run). The wall time of a command is taken from a `seconds=` or
 `total=` field of its stdout when it prints one (the `floor` and `restore` bins do), else the
-process's wall time. Peak RSS comes from `/usr/bin/time -f %M` when that exists. Prints every
-round, then one line per command: median, min, max, median peak RSS and median / first
-command's median.
+process's wall time. A NAME ending in `@wall` always takes the process's wall time (start,
+reading the file and exit included), so that a probe that times only its own work can also be
+compared whole, as a command that prints no time is. Peak RSS comes from `/usr/bin/time -f %M`
+when that exists. Prints every round, then one line per command: median, min, max, median peak
+RSS and median / first command's median.
 """
 
 import os
@@ -23,7 +25,7 @@ import time
 TIME = "/usr/bin/time"
 
 
-def run(command):
+def run(command, wall_only=False):
     argv = shlex.split(command)
     rss = None
     if os.path.exists(TIME):
@@ -37,7 +39,7 @@ def run(command):
     m = re.search(r"@rss=(\d+)", proc.stderr)
     if m:
         rss = int(m.group(1)) / 1024.0
-    m = re.search(r"\b(?:seconds|total)=([0-9.]+)", proc.stdout)
+    m = None if wall_only else re.search(r"\b(?:seconds|total)=([0-9.]+)", proc.stdout)
     seconds = float(m.group(1)) if m else wall
     return seconds, rss
 
@@ -56,7 +58,7 @@ def main():
     for r in range(rounds):
         row = []
         for name, command in commands:
-            seconds, rss = run(command)
+            seconds, rss = run(command, wall_only=name.endswith("@wall"))
             results[name].append((seconds, rss))
             row.append(f"{name}={seconds:.3f}s")
         print(f"round {r + 1}: " + " ".join(row), flush=True)

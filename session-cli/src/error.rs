@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use session_core::json::Value;
 use session_fork::ForkError;
+use session_persist::jsonl::{PlaintextLimit, PlaintextLimitKind};
 use session_persist::{Error as PersistError, ErrorKind};
 
 use crate::json::{num, obj, opt_num, opt_str};
@@ -187,6 +188,16 @@ impl Error {
         }
     }
 
+    /// What caused it: the texts of the failure's source chain that its message does not
+    /// already show (a decoder's error name, a decompression limit, an I/O error), or `None`.
+    pub(crate) fn cause(&self) -> Option<String> {
+        let Error::Persist { error, .. } = self else {
+            return None;
+        };
+        let text = causes(&**error);
+        (!text.is_empty()).then_some(text)
+    }
+
     /// What to do about it.
     pub(crate) fn hint(&self) -> Option<String> {
         match self {
@@ -224,12 +235,13 @@ impl Error {
         fields.push(("offset", opt_num(loc.offset)));
         fields.push(("inPlaintext", Value::from(loc.in_plaintext)));
         fields.push(("seq", opt_num(loc.seq)));
+        fields.push(("cause", opt_str(self.cause())));
         fields.push(("hint", opt_str(self.hint())));
         fields.push(("exitCode", num(u64::from(self.exit_code()))));
         obj([("error", obj(fields))])
     }
 
-    /// The error for people: the message, then `where:` and `hint:` lines.
+    /// The error for people: the message, then `where:`, `cause:` and `hint:` lines.
     pub(crate) fn render(&self, red: &dyn Fn(&str) -> String) -> String {
         let mut text = format!("sessionctl: {} {self}", red("error:"));
         if let Some(code) = self.code() {
@@ -262,6 +274,9 @@ impl Error {
         }
         if !parts.is_empty() {
             let _ = writeln!(text, "  where: {}", parts.join(", "));
+        }
+        if let Some(cause) = self.cause() {
+            let _ = writeln!(text, "  cause: {cause}");
         }
         if let Some(hint) = self.hint() {
             let _ = writeln!(text, "  hint: {hint}");
@@ -372,7 +387,7 @@ fn persist_hint(error: &PersistError, store: &StoreAt, loc: &Location) -> Option
     if let StoreAt::Postgres { url, .. } = store
         && matches!(error.kind(), ErrorKind::Backend | ErrorKind::Io)
     {
-        return Some(postgres_hint(error, url));
+        return Some(postgres_hint(url));
     }
     let at = error.position().unwrap_or_default();
     Some(match error.kind() {
@@ -390,7 +405,10 @@ fn persist_hint(error: &PersistError, store: &StoreAt, loc: &Location) -> Option
         ErrorKind::AlreadyExists => {
             "choose another session id, or remove the existing session first".into()
         }
-        ErrorKind::Corrupt => corrupt_hint(&at, loc),
+        ErrorKind::Corrupt => match plaintext_limit(error) {
+            Some(limit) => limit_hint(limit, loc),
+            None => corrupt_hint(&at, loc),
+        },
         ErrorKind::FormatUnsupported => unsupported_hint(&at, loc),
         ErrorKind::Invalid => return invalid_hint(&at, store),
         ErrorKind::Locked => {
@@ -424,6 +442,39 @@ fn line_at(line: u64, loc: &Location) -> String {
         _ if loc.in_plaintext => format!("line {line} of the decompressed log"),
         _ => format!("line {line}"),
     }
+}
+
+/// The decompression limit a failure's source chain names, if any.
+fn plaintext_limit(error: &PersistError) -> Option<&PlaintextLimit> {
+    let mut next = std::error::Error::source(error);
+    while let Some(e) = next {
+        // An `io::Error` carrying the limit shows the limit's text but does not return it as
+        // its source: the limit is what it wraps.
+        let inner = e
+            .downcast_ref::<io::Error>()
+            .and_then(io::Error::get_ref)
+            .map_or(e, |inner| inner as &(dyn std::error::Error + 'static));
+        if let Some(limit) = inner.downcast_ref::<PlaintextLimit>() {
+            return Some(limit);
+        }
+        next = e.source();
+    }
+    None
+}
+
+/// The remedy for a frame that expands beyond a decompression limit: no harness writes such a
+/// frame (the limits are above what the reference can write), so it is not a torn write.
+fn limit_hint(limit: &PlaintextLimit, loc: &Location) -> String {
+    let what = match limit.kind {
+        PlaintextLimitKind::Record => "a line longer than any harness writes",
+        PlaintextLimitKind::Frame => "more plaintext than any harness writes in one frame",
+    };
+    let at = loc
+        .offset
+        .map_or_else(String::new, |offset| format!(" at byte {offset}"));
+    format!(
+        "the frame{at} expands to {what}, so it was not written by a harness (a decompression bomb, or data that is not a session log); reading stopped at the limit and nothing was changed; the frames before it are intact"
+    )
 }
 
 /// The remedy for damaged stored data: where the damage is decides what can be cut.
@@ -524,13 +575,10 @@ fn causes(error: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
-/// Names the server and the underlying cause of a `PostgreSQL` failure.
-fn postgres_hint(error: &PersistError, url: &str) -> String {
-    let cause = causes(error);
-    let server = postgres_server(url);
-    if cause.is_empty() {
-        format!("server {server}; check that it runs and accepts this connection")
-    } else {
-        format!("server {server}: {cause}; check that it runs and accepts this connection")
-    }
+/// Names the server of a `PostgreSQL` failure (its cause is on the error's `cause:` line).
+fn postgres_hint(url: &str) -> String {
+    format!(
+        "server {}; check that it runs and accepts this connection",
+        postgres_server(url)
+    )
 }

@@ -1,8 +1,9 @@
 //! Hostile files and directories through `sessionctl`: a file outside its layout path is read in
 //! place (nothing staged in `$TMPDIR`, planted links and directories at the old predictable
 //! staging paths are never followed, a killed read leaves nothing behind), group- or
-//! world-writable store directories are refused, terminal escape sequences in ids and content
-//! are shown escaped, and one very long word wraps in linear time.
+//! world-writable store directories are refused, a decompression bomb and a damaged frame are
+//! refused with their cause named, terminal escape sequences in ids and content are shown
+//! escaped, and one very long word wraps in linear time.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
 use std::os::unix::fs::PermissionsExt;
@@ -305,6 +306,94 @@ fn a_read_killed_by_sigterm_or_sigint_leaves_nothing_behind() {
             "sessionctl was never still reading when SIG{signal} arrived; the log is too small: {ended:#?}"
         );
     }
+}
+
+/// A real Zstandard frame of `blocks` RLE blocks of 128 KiB of `a` each (about 4 bytes a block,
+/// what libzstd itself emits for a run of one byte), with no newline, content size or checksum.
+fn rle_bomb(blocks: u32) -> Vec<u8> {
+    const BLOCK: u32 = 128 * 1024;
+    // Magic; descriptor 0 (window byte, no content size, no checksum); window 2^20.
+    let mut out = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x50];
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        out.extend_from_slice(&((BLOCK << 3) | (1 << 1) | last).to_le_bytes()[..3]);
+        out.push(b'a');
+    }
+    out
+}
+
+/// The bomb is refused at the record limit, and the error says so: the limit is its `cause:`
+/// and the hint does not call the frame a damaged write.
+#[test]
+fn a_decompression_bomb_is_refused_naming_the_limit_as_its_cause() {
+    let tmp = Temp::new("hostile-bomb");
+    let log = create(tmp.path(), "bomb", "before the bomb", &[]);
+    assert_eq!(log.extension().unwrap(), "zstd", "{}", log.display());
+    let frame_at = std::fs::metadata(&log).unwrap().len();
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes.extend_from_slice(&rle_bomb(5 * 8 * 1024)); // 5 GiB of one unterminated line
+    std::fs::write(&log, bytes).unwrap();
+
+    let r = run(&["--root", tmp.str(), "inspect", "bomb"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let cause = "a record decompresses to more than 536870912 bytes without a newline \
+                 (MAX_RECORD_BYTES)";
+    assert!(
+        r.stderr
+            .contains(&format!("frame at byte {frame_at} failed validation")),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!("  cause: {cause}\n")),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "  hint: the frame at byte {frame_at} expands to a line longer than any harness writes"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("damaged"), "{}", r.stderr);
+
+    let r = run(&["--root", tmp.str(), "--json", "inspect", "bomb"]);
+    let err = r.json_error();
+    assert_eq!(err["cause"], cause, "{err}");
+    assert_eq!(err["offset"], frame_at, "{err}");
+    assert!(
+        err["hint"].as_str().unwrap().contains("decompression bomb"),
+        "{err}"
+    );
+}
+
+/// A complete frame that fails libzstd's checks names libzstd's error as its cause.
+#[test]
+fn a_damaged_frame_names_the_decoders_error_as_its_cause() {
+    let tmp = Temp::new("hostile-damaged-frame");
+    let log = create(tmp.path(), "damaged", "checksummed", &[]);
+    let mut bytes = std::fs::read(&log).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xFF; // the last frame's checksum
+    std::fs::write(&log, bytes).unwrap();
+
+    let r = run(&["--root", tmp.str(), "inspect", "damaged"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("failed validation"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("  cause: Restored data doesn't match checksum\n"),
+        "{}",
+        r.stderr
+    );
+    let r = run(&["--root", tmp.str(), "--json", "inspect", "damaged"]);
+    assert_eq!(
+        r.json_error()["cause"],
+        "Restored data doesn't match checksum",
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
