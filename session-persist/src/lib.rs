@@ -83,7 +83,9 @@ pub use coordinator::{
     MAX_WRITE_BATCH_DELAY_MS, Persistence, PersistenceOptions, PreparedSession,
 };
 pub use error::LegacyKind;
-pub use error::{Error, ErrorKind, FormatRefusal, Position, Result, ZstdStructureError, io_code};
+pub use error::{
+    Error, ErrorKind, FormatRefusal, Position, Result, UnparsableLine, ZstdStructureError, io_code,
+};
 pub use jsonl::{
     AutoSealOutcome, Compression, JSONL_BACKEND_NAME, JsonlBackend, JsonlConfig, LogStream,
     SEAL_PAUSE_ENV, SealPolicy, SealStep,

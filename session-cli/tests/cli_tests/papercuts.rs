@@ -124,8 +124,47 @@ fn a_postgres_connect_failure_names_the_server_and_the_cause() {
         "list",
         "--json",
     ]);
-    let hint = r.json_error()["hint"].as_str().unwrap().to_owned();
+    let err = r.json_error();
+    let hint = err["hint"].as_str().unwrap().to_owned();
     assert!(hint.contains("server 127.0.0.1:1"), "{hint}");
+    assert!(err["cause"].as_str().unwrap().contains("refused"), "{err}");
+}
+
+/// A committed line that cannot be decoded is named by the reference's message, and the
+/// `cause:` line says what is wrong with it.
+#[test]
+fn an_unparsable_line_says_why_on_the_cause_line() {
+    let root = demo_root();
+    let plain = Temp::new("papercut-unparsable");
+    run(&["--root", root.str(), "convert", "demo-crashed", plain.str()]).ok();
+    let log = plain
+        .path()
+        .join("--demo-project--/demo-crashed/session.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let broken = lines[4].replacen("{\"type\"", "{\"typ e", 1);
+    lines[4] = &broken;
+    std::fs::write(&log, lines.concat()).unwrap();
+    let r = run(&[
+        "--root",
+        plain.str(),
+        "--compression",
+        "none",
+        "inspect",
+        "demo-crashed",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unparsable committed event at line 4\n"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("  cause: the line is not JSON: unexpected character 'r' at byte 9\n"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// A hint names a command that works on the same thing: for a torn file outside a store

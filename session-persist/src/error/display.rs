@@ -49,7 +49,7 @@ impl fmt::Display for Error {
                      cannot represent; refusing to read it"
                 )
             }
-            Error::UnparsableCommitted { line } => {
+            Error::UnparsableCommitted { line, .. } => {
                 write!(
                     f,
                     "corrupt session log: unparsable committed event at line {line}"

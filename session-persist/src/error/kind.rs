@@ -217,7 +217,7 @@ impl Error {
     #[must_use]
     pub fn position(&self) -> Option<Position> {
         let at = match self {
-            Error::UnparsableCommitted { line } | Error::SeqGap { line, .. } => Position {
+            Error::UnparsableCommitted { line, .. } | Error::SeqGap { line, .. } => Position {
                 line: Some(line + 1),
                 ..Position::default()
             },

@@ -59,6 +59,8 @@ pub enum Error {
     UnparsableCommitted {
         /// 1-based line number, counted after the header.
         line: u64,
+        /// Why the line could not be decoded (the error's source; not part of its message).
+        cause: UnparsableLine,
     },
     /// `corrupt session log: seq gap in committed region at line <n> (expected <e>, got <g>)`.
     SeqGap {
@@ -739,6 +741,60 @@ impl From<crate::cancel::AbortReason> for Error {
     }
 }
 
+/// Why a committed line could not be decoded: the source of [`Error::UnparsableCommitted`],
+/// whose message (the reference's) names only the line.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum UnparsableLine {
+    /// The line is not JSON. The parser's offset counts in the line as decoded, with any
+    /// invalid UTF-8 replaced by U+FFFD (as the reference decodes it).
+    NotJson(session_core::json::ParseError),
+    /// The line is JSON, but not an object.
+    NotAnObject,
+    /// The line is a packed storage row that fails validation.
+    MalformedRow(session_core::Error),
+    /// The log ends inside the line: its last bytes have no newline.
+    Unterminated,
+    /// The line decodes to a kind of record this build does not read.
+    Unrecognized,
+    /// The line is longer than [`crate::jsonl::MAX_RECORD_BYTES`].
+    TooLong {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+}
+
+impl fmt::Display for UnparsableLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UnparsableLine::NotJson(_) => f.write_str("the line is not JSON"),
+            UnparsableLine::NotAnObject => f.write_str("the line is JSON but not an object"),
+            UnparsableLine::MalformedRow(e) => fmt::Display::fmt(e, f),
+            UnparsableLine::Unterminated => {
+                f.write_str("the log ends inside the line (no newline after it)")
+            }
+            UnparsableLine::Unrecognized => {
+                f.write_str("the line decodes to a kind of record this build does not read")
+            }
+            UnparsableLine::TooLong { limit } => write!(
+                f,
+                "the line is longer than {limit} bytes (MAX_RECORD_BYTES)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for UnparsableLine {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            UnparsableLine::NotJson(e) => Some(e),
+            // Its text is this error's text.
+            UnparsableLine::MalformedRow(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -750,6 +806,7 @@ impl std::error::Error for Error {
             Error::PublicationNotDurable { source, .. } => Some(source.as_ref()),
             Error::Foreign { error, .. } => Some(&**error),
             Error::Corruption { cause, .. } => Some(cause.as_ref()),
+            Error::UnparsableCommitted { cause, .. } => Some(cause),
             Error::Session(e) => Some(e),
             Error::Store(e) => Some(e),
             Error::DisposeFailed { errors, .. } => errors.first().map(|e| e as _),

@@ -25,13 +25,14 @@ use std::sync::PoisonError;
 use super::header_line::{ParsedHeader, parse_strict};
 use super::seal::LineDigest;
 use crate::backend::SharedEventSink;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, UnparsableLine};
 
 /// The first problem found in the body, raised only if a later line holds a `turn/end`.
 #[derive(Debug, Clone)]
 enum Issue {
     Unparsable {
         line: u64,
+        cause: UnparsableLine,
     },
     Gap {
         line: u64,
@@ -43,7 +44,10 @@ enum Issue {
 impl Issue {
     fn to_error(&self) -> Error {
         match self {
-            Issue::Unparsable { line } => Error::UnparsableCommitted { line: *line },
+            Issue::Unparsable { line, cause } => Error::UnparsableCommitted {
+                line: *line,
+                cause: cause.clone(),
+            },
             Issue::Gap {
                 line,
                 expected,
@@ -302,7 +306,10 @@ impl SessionLogScanner {
                 // like any unparsable line (the reference fails on it with a TypeError, or
                 // reports a seq gap; see docs/format.md).
                 LineRecord::Invalid(value) if value.as_object().is_none() => {
-                    self.issue.get_or_insert(Issue::Unparsable { line });
+                    self.issue.get_or_insert(Issue::Unparsable {
+                        line,
+                        cause: UnparsableLine::NotAnObject,
+                    });
                     continue;
                 }
                 LineRecord::Invalid(value) => {
@@ -317,9 +324,25 @@ impl SessionLogScanner {
                     let gap = (*seq0 != self.count).then(|| (self.count, seq0.to_string()));
                     (false, gap, *count)
                 }
-                // Unparsable, or a malformed row.
+                LineRecord::NotJson(e) => {
+                    self.issue.get_or_insert_with(|| Issue::Unparsable {
+                        line,
+                        cause: UnparsableLine::NotJson(e.clone()),
+                    });
+                    continue;
+                }
+                LineRecord::MalformedRow(e) => {
+                    self.issue.get_or_insert_with(|| Issue::Unparsable {
+                        line,
+                        cause: UnparsableLine::MalformedRow(e.clone()),
+                    });
+                    continue;
+                }
                 _ => {
-                    self.issue.get_or_insert(Issue::Unparsable { line });
+                    self.issue.get_or_insert(Issue::Unparsable {
+                        line,
+                        cause: UnparsableLine::Unrecognized,
+                    });
                     continue;
                 }
             };
@@ -626,6 +649,44 @@ mod tests {
             scan_all(&body).unwrap_err().to_string(),
             "corrupt session log: unparsable committed event at line 2"
         );
+    }
+
+    /// The error's message is the reference's and names only the line; its source says why
+    /// the first bad line could not be decoded.
+    #[test]
+    fn an_unparsable_committed_line_names_why_as_its_source() {
+        use std::error::Error as _;
+        let bad_row = "{\"type\":\"text-chunks\",\"seq0\":1,\"time0\":0,\"data\":{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[1],\"texts\":[\"a\",\"b\",\"c\"]}}\n";
+        for (bad, cause, inner) in [
+            (
+                "{garbage\n",
+                "the line is not JSON",
+                Some("unexpected character 'g' at byte 1"),
+            ),
+            (
+                "\n",
+                "the line is not JSON",
+                Some("unexpected end of JSON input"),
+            ),
+            ("[1,2]\n", "the line is JSON but not an object", None),
+            (bad_row, "malformed text-chunks storage row", None),
+        ] {
+            // The first bad line is the one named, also when a later one is bad too.
+            let body = format!("{}{bad}{{x\n{}", ev(0, "turn/start"), ev(1, "turn/end"));
+            let err = scan_all(&body).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "corrupt session log: unparsable committed event at line 2",
+                "{bad:?}"
+            );
+            let source = err.source().expect("a source");
+            assert!(source.to_string().starts_with(cause), "{bad:?}: {source}");
+            assert_eq!(
+                source.source().map(ToString::to_string).as_deref(),
+                inner,
+                "{bad:?}"
+            );
+        }
     }
 
     // persistence §7.6 #61

@@ -21,7 +21,7 @@ use session_core::{Event, SessionHeader};
 
 use super::frames::MAX_RECORD_BYTES;
 use super::header_line::parse_strict;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, UnparsableLine};
 
 /// The read buffer (the zstd decoder's output window is about 128 KiB).
 const READ_BUFFER_BYTES: usize = 1 << 20;
@@ -115,6 +115,7 @@ impl LogStream {
                 Some(false) => {
                     return Err(Error::UnparsableCommitted {
                         line: self.line + 1,
+                        cause: UnparsableLine::Unterminated,
                     });
                 }
                 Some(true) => {}
@@ -129,8 +130,24 @@ impl LogStream {
                             .saturating_add(self.decoder.event_count()),
                     });
                 }
-                // Not JSON, or a malformed packed row.
-                _ => return Err(Error::UnparsableCommitted { line: self.line }),
+                LineRecord::NotJson(e) => {
+                    return Err(Error::UnparsableCommitted {
+                        line: self.line,
+                        cause: UnparsableLine::NotJson(e),
+                    });
+                }
+                LineRecord::MalformedRow(e) => {
+                    return Err(Error::UnparsableCommitted {
+                        line: self.line,
+                        cause: UnparsableLine::MalformedRow(e),
+                    });
+                }
+                _ => {
+                    return Err(Error::UnparsableCommitted {
+                        line: self.line,
+                        cause: UnparsableLine::Unrecognized,
+                    });
+                }
             }
             self.ends.push((self.line, self.decoder.event_count()));
         }
@@ -177,6 +194,9 @@ impl LogStream {
             if (self.record.len() + piece.len()) as u64 > MAX_RECORD_BYTES {
                 return Err(Error::UnparsableCommitted {
                     line: self.line + 1,
+                    cause: UnparsableLine::TooLong {
+                        limit: MAX_RECORD_BYTES,
+                    },
                 });
             }
             self.record.extend_from_slice(piece);
@@ -277,14 +297,14 @@ mod tests {
         torn.push_str(r#"{"type":"session/title","se"#);
         let err = read_all(&log("torn", &torn, false), 1).unwrap_err();
         assert!(
-            matches!(err, Error::UnparsableCommitted { line: 3 }),
+            matches!(err, Error::UnparsableCommitted { line: 3, .. }),
             "{err:?}"
         );
 
         let bad = text(&[event(0), "{not json".to_owned()]);
         let err = read_all(&log("bad", &bad, true), 1).unwrap_err();
         assert!(
-            matches!(err, Error::UnparsableCommitted { line: 2 }),
+            matches!(err, Error::UnparsableCommitted { line: 2, .. }),
             "{err:?}"
         );
 
