@@ -12,11 +12,11 @@ pub enum Error {
     Json(ParseError),
     /// An event object breaks the envelope rules (allowed keys, `type` string, `seq`
     /// non-negative safe integer, `time` safe integer, `data` present, `ignorable` absent or
-    /// `true`). `reason` names the offending part; the message is the reference's context-free
-    /// text, to which callers add their position.
+    /// `true`). The message is the reference's context-free text, to which callers add their
+    /// position; `problem` (the error's source) says what is wrong.
     InvalidEnvelope {
-        /// The offending part of the envelope.
-        reason: &'static str,
+        /// What is wrong with the envelope.
+        problem: EnvelopeProblem,
     },
     /// An event pushed onto a log does not carry the next seq.
     SeqMismatch {
@@ -91,6 +91,7 @@ impl std::error::Error for Error {
         match self {
             Error::Json(e) => Some(e),
             Error::Data { source, .. } => Some(source),
+            Error::InvalidEnvelope { problem } => Some(problem),
             _ => None,
         }
     }
@@ -101,6 +102,19 @@ impl From<ParseError> for Error {
         Error::Json(e)
     }
 }
+
+/// What is wrong with an event envelope (`` `time` is not a safe integer ``): the source of
+/// [`Error::InvalidEnvelope`], whose message is the reference's and does not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvelopeProblem(pub &'static str);
+
+impl fmt::Display for EnvelopeProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for EnvelopeProblem {}
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

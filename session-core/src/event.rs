@@ -3,8 +3,8 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::Error;
 use crate::json::{self, Value};
+use crate::{EnvelopeProblem, Error};
 
 pub(crate) mod compact;
 mod snapshot;
@@ -282,14 +282,19 @@ impl EnvelopeKey {
     }
 }
 
+/// What [`Envelope::value`] refuses, as [`EnvelopeProblem`] texts.
+const NOT_TYPE: &str = "`type` is not a string";
+const NOT_SEQ: &str = "`seq` is not a non-negative safe integer";
+const NOT_TIME: &str = "`time` is not a safe integer";
+
 impl Envelope {
     /// Accepts the next key. Fails for an unknown key and, since an object has distinct keys,
     /// for a repeated one.
     pub(crate) fn key(&mut self, name: &str) -> Result<EnvelopeKey, &'static str> {
-        let key = EnvKey::from_name(name).ok_or("unknown envelope key")?;
+        let key = EnvKey::from_name(name).ok_or("an envelope key is not one of type, seq, time, data, surfaceOp, sourceEventSeqs, ignorable")?;
         let order = &mut self.order;
         if order.keys[..order.len as usize].contains(&(key as u8)) {
-            return Err("repeated envelope key");
+            return Err("an envelope key is repeated");
         }
         order.keys[order.len as usize] = key as u8;
         order.len += 1;
@@ -299,9 +304,9 @@ impl Envelope {
     /// Sets the value of an accepted key, checking it.
     pub(crate) fn value(&mut self, key: EnvelopeKey, value: Value) -> Result<(), &'static str> {
         match key.0 {
-            EnvKey::Type => self.ty = Some(interned_type(value.as_arc_str().ok_or("type")?)),
-            EnvKey::Seq => self.seq = Some(value.as_u64().ok_or("seq")?),
-            EnvKey::Time => self.time = Some(value.as_i64().ok_or("time")?),
+            EnvKey::Type => self.ty = Some(interned_type(value.as_arc_str().ok_or(NOT_TYPE)?)),
+            EnvKey::Seq => self.seq = Some(value.as_u64().ok_or(NOT_SEQ)?),
+            EnvKey::Time => self.time = Some(value.as_i64().ok_or(NOT_TIME)?),
             EnvKey::Data => self.data = Some(value),
             EnvKey::SurfaceOp => self.surface_op = Some(value),
             EnvKey::SourceEventSeqs => {
@@ -312,7 +317,7 @@ impl Envelope {
             }
             EnvKey::Ignorable => {
                 if value.as_bool() != Some(true) {
-                    return Err("ignorable");
+                    return Err("`ignorable` is present but not `true`");
                 }
                 self.ignorable = true;
             }
@@ -339,7 +344,7 @@ impl Envelope {
         let (Some(ty), Some(seq), Some(time), Some(data)) =
             (self.ty, self.seq, self.time, self.data)
         else {
-            return Err("missing required key");
+            return Err("a required key (type, seq, time, data) is missing");
         };
         Ok(Event(Repr::Single(Arc::new(Inner {
             ty,
@@ -632,9 +637,11 @@ impl Event {
     /// Reads an event from its JSON object, checking the envelope rules. The key order of the
     /// object is kept for serialization.
     pub fn from_value(v: &Value) -> Result<Event, Error> {
-        let invalid = |reason: &'static str| Error::InvalidEnvelope { reason };
+        let invalid = |reason: &'static str| Error::InvalidEnvelope {
+            problem: EnvelopeProblem(reason),
+        };
         let Some(obj) = v.as_object() else {
-            return Err(invalid("not an object"));
+            return Err(invalid("the record is not an object"));
         };
         let mut envelope = Envelope::default();
         for (k, value) in obj.iter() {

@@ -73,7 +73,7 @@ pub mod vocab;
 
 pub use chunked::LeafIter;
 pub use clock::{Clock, FixedClock, SharedClock, SystemClock};
-pub use error::{Error, Result};
+pub use error::{EnvelopeProblem, Error, Result};
 pub use event::{Event, EventParts, KeyOrder, SurfaceOp};
 pub use header::{SESSION_FORMAT_VERSION, SessionHeader};
 pub use log::{Events, Log, push_back_sealed};

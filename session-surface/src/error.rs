@@ -104,6 +104,8 @@ pub enum Error {
     SeedEnvelope {
         /// Index in the seed.
         index: usize,
+        /// The envelope's error (its source says what is wrong).
+        cause: session_core::Error,
     },
     /// `seed request/header at index <i> <problem>` (`lacks provider/model`, `has an invalid
     /// reasoningEffort`, `has invalid adapterDefaults`).
@@ -177,7 +179,7 @@ impl fmt::Display for Error {
                 f,
                 "seed event at index {index} uses unsupported legacy request/header-delta format"
             ),
-            Error::SeedEnvelope { index } => {
+            Error::SeedEnvelope { index, .. } => {
                 write!(f, "seed event at index {index} has an invalid event envelope")
             }
             Error::SeedRequestHeader { index, problem } => {
@@ -207,6 +209,7 @@ impl std::error::Error for Error {
         match self {
             Error::Surface(e) | Error::SeedSurface { error: e, .. } => Some(e),
             Error::Vetoed(e) => Some(&**e),
+            Error::SeedEnvelope { cause, .. } => Some(cause),
             _ => None,
         }
     }

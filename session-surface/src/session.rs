@@ -486,7 +486,8 @@ impl Session {
         if value.get("type").and_then(Value::as_str) == Some("request/header-delta") {
             return Err(Error::SeedLegacyHeaderDelta { index });
         }
-        let event = Event::from_value(&value).map_err(|_| Error::SeedEnvelope { index })?;
+        let event =
+            Event::from_value(&value).map_err(|cause| Error::SeedEnvelope { index, cause })?;
         self.accept_seed_event(index, event)
     }
 

@@ -130,41 +130,64 @@ fn a_postgres_connect_failure_names_the_server_and_the_cause() {
     assert!(err["cause"].as_str().unwrap().contains("refused"), "{err}");
 }
 
-/// A committed line that cannot be decoded is named by the reference's message, and the
-/// `cause:` line says what is wrong with it.
-#[test]
-fn an_unparsable_line_says_why_on_the_cause_line() {
+/// `sessionctl --compression none inspect` of the demo's crashed session, converted to a plain
+/// log whose fifth line (seq 3) has its first `from` replaced by `to`.
+fn inspect_with_line_5_edited(from: &str, to: &str) -> crate::common::Run {
     let root = demo_root();
-    let plain = Temp::new("papercut-unparsable");
+    let plain = Temp::new("papercut-edited");
     run(&["--root", root.str(), "convert", "demo-crashed", plain.str()]).ok();
     let log = plain
         .path()
         .join("--demo-project--/demo-crashed/session.jsonl");
     let text = std::fs::read_to_string(&log).unwrap();
-    let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let broken = lines[4].replacen("{\"type\"", "{\"typ e", 1);
-    lines[4] = &broken;
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_owned).collect();
+    assert!(lines[4].contains(from), "{}", lines[4]);
+    lines[4] = lines[4].replacen(from, to, 1);
     std::fs::write(&log, lines.concat()).unwrap();
-    let r = run(&[
+    run(&[
         "--root",
         plain.str(),
         "--compression",
         "none",
         "inspect",
         "demo-crashed",
-    ]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("unparsable committed event at line 4\n"),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        r.stderr
-            .contains("  cause: the line is not JSON: unexpected character 'r' at byte 9\n"),
-        "{}",
-        r.stderr
-    );
+    ])
+}
+
+/// A committed line that cannot be decoded, or whose envelope is invalid, is named by the
+/// reference's message, and the `cause:` line says what is wrong with it.
+#[test]
+fn a_bad_line_says_why_on_the_cause_line() {
+    for (from, to, message, cause) in [
+        (
+            "{\"type\"",
+            "{\"typ e",
+            "unparsable committed event at line 4",
+            "the line is not JSON: unexpected character 'r' at byte 9",
+        ),
+        (
+            "{\"type\"",
+            "{\"extra\":1,\"type\"",
+            "seed event at index 3 has an invalid event envelope",
+            "an envelope key is not one of type, seq, time, data, surfaceOp, sourceEventSeqs, \
+             ignorable",
+        ),
+        (
+            "\"time\":",
+            "\"time\":\"x\",\"later\":",
+            "seed event at index 3 has an invalid event envelope",
+            "`time` is not a safe integer",
+        ),
+    ] {
+        let r = inspect_with_line_5_edited(from, to);
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(r.stderr.contains(&format!("{message}\n")), "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("  cause: {cause}\n")),
+            "{}",
+            r.stderr
+        );
+    }
 }
 
 /// A hint names a command that works on the same thing: for a torn file outside a store

@@ -2,6 +2,7 @@
 
 mod append_order;
 mod corpus;
+mod envelope;
 mod serde_value;
 mod vocab_corpus;
 mod vocab_properties;

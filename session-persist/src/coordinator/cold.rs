@@ -86,7 +86,7 @@ impl CoordInner {
     ) -> Result<(SessionHeader, Value, Vec<Event>)> {
         let (meta, header, events, invalid) = self.stored_events_in_order(id, stored)?;
         if let Some(index) = invalid {
-            return Err(Error::InvalidStoredEnvelope { index });
+            return Err(invalid_envelope(&events, index));
         }
         Ok((meta, header, events))
     }
@@ -301,10 +301,11 @@ impl CoordInner {
             if let Some(index) = invalid {
                 // The restore validates the header, then every event in seq order: a problem
                 // before the invalid record is the one reported.
+                let refused = invalid_envelope(&events, index);
                 events.truncate(index);
                 let clock: session_core::SharedClock = Arc::new(session_core::FixedClock::new(0));
                 Session::from_restore_events(id, events, &header, clock).map_err(Error::Session)?;
-                return Err(Error::InvalidStoredEnvelope { index });
+                return Err(refused);
             }
             let closers = interrupted_turn_closers(events.iter());
             let mut balanced = events;
@@ -547,5 +548,16 @@ impl CoordInner {
             .min(whole.events.len());
         whole.events.drain(..start);
         Ok(whole)
+    }
+}
+
+/// The refusal of the stored record at `index`, whose envelope is invalid: its cause is the
+/// envelope's error, found by validating the record (kept as stored) again.
+fn invalid_envelope(events: &[Event], index: usize) -> Error {
+    Error::InvalidStoredEnvelope {
+        index,
+        cause: events
+            .get(index)
+            .and_then(|event| Event::from_value(&event.to_value()).err()),
     }
 }

@@ -372,7 +372,7 @@ impl fmt::Display for Error {
                 "session \"{id}\" stores {event_type} at seq {seq} without a data object, which \
                  the read-time upgrade must read"
             ),
-            Error::InvalidStoredEnvelope { index } => {
+            Error::InvalidStoredEnvelope { index, .. } => {
                 write!(
                     f,
                     "seed event at index {index} has an invalid event envelope"

@@ -260,7 +260,7 @@ impl Error {
             | Error::UpgradeWithoutData { seq, .. }
             | Error::VerbatimAppend { seq }
             | Error::RedactionChangedEnvelope { seq, .. } => Position::at_seq(*seq),
-            Error::InvalidStoredEnvelope { index } => Position::at_seq(*index as u64),
+            Error::InvalidStoredEnvelope { index, .. } => Position::at_seq(*index as u64),
             Error::Corruption { cause, .. } => return cause.position(),
             Error::DisposeFailed { errors, .. } => return errors.first()?.position(),
             Error::Store(session_store::Error::Listener(e)) => {

@@ -444,6 +444,8 @@ pub enum Error {
     InvalidStoredEnvelope {
         /// Index of the record in the stored log.
         index: usize,
+        /// The envelope's error (its source says what is wrong), when the record is at hand.
+        cause: Option<session_core::Error>,
     },
     /// `TypeError`: `preparedSessionCacheSize must be a positive safe integer`.
     InvalidCacheSize,
@@ -807,6 +809,9 @@ impl std::error::Error for Error {
             Error::Foreign { error, .. } => Some(&**error),
             Error::Corruption { cause, .. } => Some(cause.as_ref()),
             Error::UnparsableCommitted { cause, .. } => Some(cause),
+            Error::InvalidStoredEnvelope {
+                cause: Some(cause), ..
+            } => Some(cause),
             Error::Session(e) => Some(e),
             Error::Store(e) => Some(e),
             Error::DisposeFailed { errors, .. } => errors.first().map(|e| e as _),

@@ -123,11 +123,12 @@ impl LogStream {
             self.line += 1;
             match self.decoder.decode_line(&self.record) {
                 LineRecord::Event | LineRecord::Chunks { .. } => {}
-                LineRecord::Invalid(_) => {
+                LineRecord::Invalid(value) => {
                     return Err(Error::InvalidStoredEnvelope {
                         index: usize::try_from(self.next_seq)
                             .unwrap_or(usize::MAX)
                             .saturating_add(self.decoder.event_count()),
+                        cause: Event::from_value(&value).err(),
                     });
                 }
                 LineRecord::NotJson(e) => {
@@ -311,7 +312,7 @@ mod tests {
         let envelope = text(&[event(0), r#"{"type":"x","seq":1}"#.to_owned()]);
         let err = read_all(&log("envelope", &envelope, false), 1).unwrap_err();
         assert!(
-            matches!(err, Error::InvalidStoredEnvelope { index: 1 }),
+            matches!(err, Error::InvalidStoredEnvelope { index: 1, .. }),
             "{err:?}"
         );
     }
