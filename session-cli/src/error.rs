@@ -480,7 +480,10 @@ fn limit_hint(limit: &PlaintextLimit, loc: &Location) -> String {
 /// The remedy for damaged stored data: where the damage is decides what can be cut.
 fn corrupt_hint(at: &session_persist::Position, loc: &Location) -> String {
     match (at.line, at.offset, at.seq.or(loc.seq), &at.path) {
-        (Some(1), ..) => "line 1 must be the session header record; this file is not a usable session log".into(),
+        (Some(1), ..) => format!(
+            "{} must be the session header record; this file is not a usable session log",
+            line_at(1, loc)
+        ),
         (Some(line), ..) => format!(
             "{} is damaged before the log's last turn/end, so it is not a torn tail and repair will not cut it; keep a copy, cut the file before that line, then run `sessionctl repair`",
             line_at(line, loc)

@@ -84,7 +84,8 @@ pub use coordinator::{
 };
 pub use error::LegacyKind;
 pub use error::{
-    Error, ErrorKind, FormatRefusal, Position, Result, UnparsableLine, ZstdStructureError, io_code,
+    Error, ErrorKind, FormatRefusal, HeaderProblem, Position, Result, UnparsableLine,
+    ZstdStructureError, io_code,
 };
 pub use jsonl::{
     AutoSealOutcome, Compression, JSONL_BACKEND_NAME, JsonlBackend, JsonlConfig, LogStream,

@@ -28,10 +28,10 @@ impl fmt::Display for Error {
             Error::EmptyLog { zstd: true } => {
                 f.write_str("empty or header-less Zstandard session log")
             }
-            Error::HeaderNotJson => {
+            Error::HeaderNotJson { .. } => {
                 f.write_str("corrupt session log: header line is not valid JSON")
             }
-            Error::NotSessionHeader => {
+            Error::NotSessionHeader { .. } => {
                 f.write_str("corrupt session log: first line is not a session header")
             }
             Error::RetiredHeaderFields => {

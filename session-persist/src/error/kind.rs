@@ -130,8 +130,8 @@ impl Error {
         match self {
             Error::Io { .. } | Error::PublicationNotDurable { .. } => ErrorKind::Io,
             Error::EmptyLog { .. }
-            | Error::HeaderNotJson
-            | Error::NotSessionHeader
+            | Error::HeaderNotJson { .. }
+            | Error::NotSessionHeader { .. }
             | Error::UnparsableCommitted { .. }
             | Error::SeqGap { .. }
             | Error::ZstdStructure { .. }
@@ -219,6 +219,10 @@ impl Error {
         let at = match self {
             Error::UnparsableCommitted { line, .. } | Error::SeqGap { line, .. } => Position {
                 line: Some(line + 1),
+                ..Position::default()
+            },
+            Error::HeaderNotJson { .. } | Error::NotSessionHeader { .. } => Position {
+                line: Some(1),
                 ..Position::default()
             },
             Error::LoneSurrogate { line, offset } => Position {

@@ -42,9 +42,15 @@ pub enum Error {
         zstd: bool,
     },
     /// `corrupt session log: header line is not valid JSON`.
-    HeaderNotJson,
+    HeaderNotJson {
+        /// The parser's error (the error's source), when the line is text.
+        cause: Option<session_core::json::ParseError>,
+    },
     /// `corrupt session log: first line is not a session header`.
-    NotSessionHeader,
+    NotSessionHeader {
+        /// What is wrong with the record (the error's source).
+        problem: HeaderProblem,
+    },
     /// `session header uses retired policy baseline fields`.
     RetiredHeaderFields,
     /// A record holds a lone UTF-16 surrogate escape, which this build cannot represent
@@ -743,6 +749,20 @@ impl From<crate::cancel::AbortReason> for Error {
     }
 }
 
+/// What is wrong with a first line that is JSON but not a session header (`` `createdAt` is not
+/// a non-negative safe integer ``): the source of [`Error::NotSessionHeader`], whose message is
+/// the reference's and does not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderProblem(pub &'static str);
+
+impl fmt::Display for HeaderProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for HeaderProblem {}
+
 /// Why a committed line could not be decoded: the source of [`Error::UnparsableCommitted`],
 /// whose message (the reference's) names only the line.
 #[derive(Debug, Clone)]
@@ -809,6 +829,8 @@ impl std::error::Error for Error {
             Error::Foreign { error, .. } => Some(&**error),
             Error::Corruption { cause, .. } => Some(cause.as_ref()),
             Error::UnparsableCommitted { cause, .. } => Some(cause),
+            Error::HeaderNotJson { cause: Some(cause) } => Some(cause),
+            Error::NotSessionHeader { problem } => Some(problem),
             Error::InvalidStoredEnvelope {
                 cause: Some(cause), ..
             } => Some(cause),

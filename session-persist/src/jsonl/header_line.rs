@@ -4,10 +4,10 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use session_core::header::js_string;
-use session_core::json::{self, ParseErrorKind, Value};
+use session_core::json::{self, ParseError, ParseErrorKind, Value};
 use session_core::{SESSION_FORMAT_VERSION, SessionHeader};
 
-use crate::error::{Error, FormatRefusal, Result};
+use crate::error::{Error, FormatRefusal, HeaderProblem, Result};
 
 /// `toHeaderLine(meta)` serialized, without the newline: keys `type, version, id, createdAt,
 /// cwd?, parentSession?, seedLength?, origin?, delegationDepth, agentPreset?`, with
@@ -74,34 +74,44 @@ fn strict_count(v: Option<&Value>) -> Option<u64> {
 /// `isHeaderLine`: `Ok(false)` for a record that is not a session header; an error for a header
 /// that uses the retired policy baseline fields.
 pub(crate) fn is_header_line(v: &Value) -> Result<bool> {
+    Ok(header_problem(v)?.is_none())
+}
+
+/// What keeps a record from passing `isHeaderLine` (`None`: it passes), in the order the
+/// reference tests; an error for a header that uses the retired policy baseline fields.
+fn header_problem(v: &Value) -> Result<Option<&'static str>> {
     let Some(o) = v.as_object() else {
-        return Ok(false);
+        return Ok(Some("the record is not an object"));
     };
-    if o.get("type").and_then(Value::as_str) != Some("session")
-        || o.get("version").and_then(Value::as_number).is_none()
-        || o.get("id").and_then(Value::as_str).is_none()
-    {
-        return Ok(false);
+    if o.get("type").and_then(Value::as_str) != Some("session") {
+        return Ok(Some("`type` is not \"session\""));
+    }
+    if o.get("version").and_then(Value::as_number).is_none() {
+        return Ok(Some("`version` is not a number"));
+    }
+    if o.get("id").and_then(Value::as_str).is_none() {
+        return Ok(Some("`id` is not a string"));
     }
     if o.contains_key("sandboxMode") || o.contains_key("approvalPolicy") {
         return Err(Error::RetiredHeaderFields);
     }
-    if strict_count(o.get("createdAt")).is_none()
-        || strict_count(o.get("delegationDepth")).is_none()
-    {
-        return Ok(false);
+    if strict_count(o.get("createdAt")).is_none() {
+        return Ok(Some("`createdAt` is not a non-negative safe integer"));
+    }
+    if strict_count(o.get("delegationDepth")).is_none() {
+        return Ok(Some("`delegationDepth` is not a non-negative safe integer"));
     }
     if let Some(origin) = o.get("origin")
         && origin.as_str() != Some("subagent")
     {
-        return Ok(false);
+        return Ok(Some("`origin` is present but not \"subagent\""));
     }
     if let Some(preset) = o.get("agentPreset")
         && preset.as_str().is_none()
     {
-        return Ok(false);
+        return Ok(Some("`agentPreset` is present but not a string"));
     }
-    Ok(true)
+    Ok(None)
 }
 
 /// Builds the lenient header of a record that passed [`is_header_line`].
@@ -148,35 +158,42 @@ pub(crate) fn version_refusal(v: &Value) -> Option<Error> {
     })
 }
 
-fn parse_json(text: &str, line_offset: u64, line: Option<u64>) -> Result<Option<Value>> {
+/// The line's value, or the parser's error; a lone surrogate escape is refused.
+fn parse_json(
+    text: &str,
+    line_offset: u64,
+    line: Option<u64>,
+) -> Result<std::result::Result<Value, ParseError>> {
     match json::parse(text) {
-        Ok(v) => Ok(Some(v)),
         Err(e) if e.kind == ParseErrorKind::LoneSurrogate => Err(Error::LoneSurrogate {
             line,
             offset: line_offset + e.offset as u64,
         }),
-        Err(_) => Ok(None),
+        parsed => Ok(parsed),
     }
 }
 
 /// The strict header parse of a log reader: JSON, then the version refusal, then the shape.
 pub(crate) fn parse_strict(text: &str) -> Result<ParsedHeader> {
-    let Some(v) = parse_json(text, 0, None)? else {
-        return Err(Error::HeaderNotJson);
-    };
+    let v =
+        parse_json(text, 0, None)?.map_err(|cause| Error::HeaderNotJson { cause: Some(cause) })?;
     if let Some(refusal) = version_refusal(&v) {
         return Err(refusal);
     }
-    if !is_header_line(&v)? {
-        return Err(Error::NotSessionHeader);
+    if let Some(problem) = header_problem(&v)? {
+        return Err(Error::NotSessionHeader {
+            problem: HeaderProblem(problem),
+        });
     }
-    build(&v).ok_or(Error::NotSessionHeader)
+    build(&v).ok_or(Error::NotSessionHeader {
+        problem: HeaderProblem("the record is not a session header"),
+    })
 }
 
 /// The lenient header parse of listing and raw reads: `None` for invalid JSON or a record that
 /// is not a header. The version is not checked here.
 pub(crate) fn parse_lenient(text: &str) -> Result<Option<ParsedHeader>> {
-    let Some(v) = parse_json(text, 0, None)? else {
+    let Ok(v) = parse_json(text, 0, None)? else {
         return Ok(None);
     };
     if !is_header_line(&v)? {
@@ -275,6 +292,61 @@ mod tests {
             strict(r#"{"type":"turn/start","seq":0}"#).unwrap_err(),
             "corrupt session log: first line is not a session header"
         );
+    }
+
+    /// The message is the reference's; the source says what is wrong with the first line.
+    #[test]
+    fn a_refused_first_line_names_its_problem_as_the_source() {
+        use std::error::Error as _;
+        let header = |rest: &str| format!(r#"{{"type":"session","version":0,"id":"s"{rest}}}"#);
+        let depth = r#","createdAt":1,"delegationDepth":0"#;
+        for (line, problem) in [
+            ("{not json".to_owned(), "unexpected character 'n' at byte 1"),
+            ("[1]".to_owned(), "the record is not an object"),
+            (
+                r#"{"type":"turn/start","seq":0}"#.to_owned(),
+                "`type` is not \"session\"",
+            ),
+            (
+                r#"{"type":"session","id":"s"}"#.to_owned(),
+                "`version` is not a number",
+            ),
+            (
+                r#"{"type":"session","version":0,"id":1}"#.to_owned(),
+                "`id` is not a string",
+            ),
+            (
+                header(r#","createdAt":-1,"delegationDepth":0"#),
+                "`createdAt` is not a non-negative safe integer",
+            ),
+            (
+                header(r#","createdAt":1"#),
+                "`delegationDepth` is not a non-negative safe integer",
+            ),
+            (
+                header(&format!(r#"{depth},"origin":"user""#)),
+                "`origin` is present but not \"subagent\"",
+            ),
+            (
+                header(&format!(r#"{depth},"agentPreset":1"#)),
+                "`agentPreset` is present but not a string",
+            ),
+        ] {
+            let err = parse_strict(&line).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::HeaderNotJson { .. } | Error::NotSessionHeader { .. }
+                ),
+                "{line}: {err:?}"
+            );
+            assert_eq!(
+                err.source().map(ToString::to_string).as_deref(),
+                Some(problem),
+                "{line}"
+            );
+            assert_eq!(err.position().and_then(|p| p.line), Some(1), "{line}");
+        }
     }
 
     fn with(key: &str, raw: &str) -> String {

@@ -17,7 +17,7 @@ use super::header_line::{ParsedHeader, parse_lenient, parse_strict};
 use super::is_flat_log_name;
 use super::layout::file_name;
 use crate::backend::Location;
-use crate::error::{Error, Result};
+use crate::error::{Error, HeaderProblem, Result};
 
 /// Header read chunk size.
 const HEADER_CHUNK: usize = 8192;
@@ -169,7 +169,9 @@ impl Inner {
             // Why it is not a header, in the strict reader's words.
             None => Err(located(match parse_strict(&text) {
                 Err(e) => e,
-                Ok(_) => Error::NotSessionHeader,
+                Ok(_) => Error::NotSessionHeader {
+                    problem: HeaderProblem("the record is not a session header"),
+                },
             })),
         }
     }

@@ -80,7 +80,8 @@ impl LogStream {
             Some(true) => {}
             _ => return Err(Error::EmptyLog { zstd }),
         }
-        let text = std::str::from_utf8(&stream.record).map_err(|_| Error::HeaderNotJson)?;
+        let text = std::str::from_utf8(&stream.record)
+            .map_err(|_| Error::HeaderNotJson { cause: None })?;
         stream.header = parse_strict(text)?.meta;
         Ok(stream)
     }
@@ -323,6 +324,6 @@ mod tests {
         assert!(matches!(err, Error::EmptyLog { zstd: true }), "{err:?}");
         let path = log("header", &format!("{}\n", event(0)), false);
         let err = LogStream::open(&path).unwrap_err();
-        assert!(matches!(err, Error::NotSessionHeader), "{err:?}");
+        assert!(matches!(err, Error::NotSessionHeader { .. }), "{err:?}");
     }
 }
