@@ -227,6 +227,9 @@ pub(crate) fn list(inv: &Invocation, out: &mut Out) -> Result<()> {
                 r.file.as_deref().unwrap_or("-"),
                 r.error.as_deref().unwrap_or_default()
             )))?;
+            if let Some(cause) = &r.cause {
+                out.line(&format!("  cause: {cause}"))?;
+            }
         }
     }
     store.close()

@@ -194,8 +194,7 @@ impl Error {
         let Error::Persist { error, .. } = self else {
             return None;
         };
-        let text = causes(&**error);
-        (!text.is_empty()).then_some(text)
+        error.cause_text()
     }
 
     /// What to do about it.
@@ -560,22 +559,6 @@ pub(crate) fn postgres_server(url: &str) -> String {
     } else {
         format!("{host}:5432")
     }
-}
-
-/// The causes below a failure's own text, joined, leaving out those its text already shows.
-fn causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut shown = error.to_string();
-    let mut parts = Vec::new();
-    let mut next = error.source();
-    while let Some(e) = next {
-        let text = e.to_string();
-        if !shown.contains(&text) {
-            shown.push_str(&text);
-            parts.push(text);
-        }
-        next = e.source();
-    }
-    parts.join(": ")
 }
 
 /// Names the server of a `PostgreSQL` failure (its cause is on the error's `cause:` line).

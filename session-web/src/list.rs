@@ -21,6 +21,8 @@ pub struct ListRow {
     pub torn: bool,
     /// Why the session or its log cannot be read.
     pub error: Option<String>,
+    /// What lies beneath `error` ([`session_persist::Error::cause_text`]).
+    pub cause: Option<String>,
 }
 
 /// Lists every stored session, oldest first; sessions whose header cannot be read come last,
@@ -48,6 +50,7 @@ pub async fn list_rows(
                     events: None,
                     torn: false,
                     error: Some(e.to_string()),
+                    cause: e.cause_text(),
                 });
                 continue;
             }
@@ -57,14 +60,14 @@ pub async fn list_rows(
                 .locate(&meta)
                 .map(|l| l.path.display().to_string())
         });
-        let (events, torn, error) = if count {
+        let (events, torn, error, cause) = if count {
             match persistence.backend().load_stored(&meta.id).await {
-                Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None),
-                Ok(None) => (None, false, Some("vanished while listing".to_owned())),
-                Err(e) => (None, false, Some(e.to_string())),
+                Ok(Some(p)) => (Some(p.events.len()), p.torn.is_some(), None, None),
+                Ok(None) => (None, false, Some("vanished while listing".to_owned()), None),
+                Err(e) => (None, false, Some(e.to_string()), e.cause_text()),
             }
         } else {
-            (None, false, None)
+            (None, false, None, None)
         };
         rows.push(ListRow {
             meta: Some(meta),
@@ -72,6 +75,7 @@ pub async fn list_rows(
             events,
             torn,
             error,
+            cause,
         });
     }
     rows.sort_by(|a, b| match (&a.meta, &b.meta) {
@@ -104,6 +108,7 @@ impl ListRow {
             ("tornTail", Value::from(self.torn)),
             ("file", opt_str(self.file.clone())),
             ("error", opt_str(self.error.clone())),
+            ("cause", opt_str(self.cause.clone())),
         ])
     }
 }

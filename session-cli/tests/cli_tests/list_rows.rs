@@ -72,6 +72,8 @@ fn list_shows_newer_older_and_damaged_sessions_as_rows_with_their_error() {
         last["error"],
         "corrupt session log: header line is not valid JSON"
     );
+    assert_eq!(last["cause"], "unexpected character 'n' at byte 1");
+    assert!(row("good")["cause"].is_null());
 
     // The table shows every readable header, and the damaged file with its whole error.
     let human = run(&args).ok();
@@ -80,7 +82,8 @@ fn list_shows_newer_older_and_damaged_sessions_as_rows_with_their_error() {
     }
     assert!(
         human.stdout.contains(&format!(
-            "error: {}: corrupt session log: header line is not valid JSON",
+            "error: {}: corrupt session log: header line is not valid JSON\n  cause: unexpected \
+             character 'n' at byte 1\n",
             garbage.display()
         )),
         "{}",

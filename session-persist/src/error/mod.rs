@@ -729,6 +729,25 @@ impl Error {
         )
     }
 
+    /// What lies beneath the message: the texts of the source chain that the message (or an
+    /// earlier source) does not already show, joined with `: `; `None` when there are none.
+    /// For example `the line is not JSON: unexpected character 'r' at byte 9` beneath
+    /// `corrupt session log: unparsable committed event at line 4`.
+    pub fn cause_text(&self) -> Option<String> {
+        let mut shown = self.to_string();
+        let mut parts = Vec::new();
+        let mut next = std::error::Error::source(self);
+        while let Some(e) = next {
+            let text = e.to_string();
+            if !shown.contains(&text) {
+                shown.push_str(&text);
+                parts.push(text);
+            }
+            next = e.source();
+        }
+        (!parts.is_empty()).then(|| parts.join(": "))
+    }
+
     /// JavaScript's `String(err)`: `<name>: <message>` (for example `Error: disk full`).
     pub fn js_string(&self) -> String {
         format!("{}: {self}", self.name())
