@@ -404,9 +404,12 @@ fn persist_hint(error: &PersistError, store: &StoreAt, loc: &Location) -> Option
         ErrorKind::AlreadyExists => {
             "choose another session id, or remove the existing session first".into()
         }
-        ErrorKind::Corrupt => match plaintext_limit(error) {
-            Some(limit) => limit_hint(limit, loc),
-            None => corrupt_hint(&at, loc),
+        ErrorKind::Corrupt => match (error, plaintext_limit(error)) {
+            (PersistError::RecordTooLong { offset, .. }, _) => format!(
+                "the line at byte {offset} is longer than any harness writes, so this is not a log a harness wrote; reading stopped at the limit and nothing was changed; the lines before it are intact: keep a copy, cut the file at byte {offset}, then run `sessionctl repair`"
+            ),
+            (_, Some(limit)) => limit_hint(limit, loc),
+            (_, None) => corrupt_hint(&at, loc),
         },
         ErrorKind::FormatUnsupported => unsupported_hint(&at, loc),
         ErrorKind::Invalid => return invalid_hint(&at, store),
@@ -471,8 +474,11 @@ fn limit_hint(limit: &PlaintextLimit, loc: &Location) -> String {
     let at = loc
         .offset
         .map_or_else(String::new, |offset| format!(" at byte {offset}"));
+    let cut = loc.offset.map_or_else(String::new, |offset| {
+        format!(": keep a copy, cut the file at byte {offset}, then run `sessionctl repair`")
+    });
     format!(
-        "the frame{at} expands to {what}, so it was not written by a harness (a decompression bomb, or data that is not a session log); reading stopped at the limit and nothing was changed; the frames before it are intact"
+        "the frame{at} expands to {what}, so it was not written by a harness (a decompression bomb, or data that is not a session log); reading stopped at the limit and nothing was changed; the frames before it are intact{cut}"
     )
 }
 

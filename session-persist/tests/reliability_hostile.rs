@@ -405,6 +405,92 @@ fn a_64_mib_line_loads_with_memory_bounded_by_a_few_copies() {
     );
 }
 
+/// A plain log's line longer than `MAX_RECORD_BYTES` is refused naming its byte, before more
+/// than the limit of it is held: the final fragment of a log (600 MiB of NUL bytes without a
+/// newline, a sparse file), the same line with a newline and a turn after it, and a header line
+/// that long, which a listing reports as that session's error. Before, the reader buffered the whole fragment and copied it (2 GiB of peak
+/// memory for a 700 MB tail).
+#[test]
+fn a_plain_line_over_the_record_limit_is_refused_naming_its_byte_with_bounded_memory() {
+    const NAME: &str =
+        "a_plain_line_over_the_record_limit_is_refused_naming_its_byte_with_bounded_memory";
+    const LONG: u64 = 600 << 20;
+    if !in_child(NAME) {
+        return;
+    }
+    let tmp = TempDir::new("hostile-plain-long-line");
+    let backend = open(&tmp.root(), Compression::None);
+    // The final fragment.
+    let torn = publish(&backend, "torn");
+    let torn_at = std::fs::metadata(&torn).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&torn).unwrap();
+    f.set_len(torn_at + LONG).unwrap();
+    drop(f);
+    // The same line, ended, and the log's own turn again after it.
+    let ended = publish(&backend, "ended");
+    let ended_at = std::fs::metadata(&ended).unwrap().len();
+    let logged = std::fs::read(&ended).unwrap();
+    let turn_lines = logged.splitn(2, |b| *b == b'\n').nth(1).unwrap().to_vec();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ended)
+        .unwrap();
+    f.set_len(ended_at + LONG).unwrap();
+    drop(f);
+    append_bytes(&ended, b"\n");
+    append_bytes(&ended, &turn_lines);
+    // A header line that long: the log's first byte.
+    let header = publish(&backend, "header");
+    std::fs::write(&header, b"").unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&header)
+        .unwrap();
+    f.set_len(LONG).unwrap();
+    drop(f);
+
+    let before = vm_hwm_kib();
+    let refused = [
+        (load(&backend, "torn").unwrap_err(), torn_at),
+        (load(&backend, "ended").unwrap_err(), ended_at),
+        (load(&backend, "header").unwrap_err(), 0),
+    ];
+    // A listing reads the headers alone: the long one is that session's error, read in a
+    // logarithmic number of steps (it used to search the whole buffer again after every 8 KiB).
+    let listed = rt().block_on(backend.list_entries()).unwrap();
+    let grown = vm_hwm_kib().saturating_sub(before);
+    let listed: Vec<_> = listed
+        .into_iter()
+        .map(|entry| (entry.header.as_ref().err().cloned(), entry))
+        .collect();
+    assert_eq!(listed.len(), 3);
+    let errors: Vec<&Error> = listed.iter().filter_map(|(e, _)| e.as_ref()).collect();
+    assert!(
+        matches!(errors[..], [Error::RecordTooLong { offset: 0, .. }]),
+        "{errors:?}"
+    );
+    eprintln!("600 MiB plain lines: peak grew by {grown} KiB");
+    for (err, at) in &refused {
+        assert!(
+            matches!(err, Error::RecordTooLong { offset, limit } if offset == at && *limit == MAX_RECORD_BYTES),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "corrupt session log: record at byte {at} is longer than {MAX_RECORD_BYTES} bytes \
+                 without a newline (MAX_RECORD_BYTES)"
+            )
+        );
+        assert_eq!(err.position().and_then(|p| p.offset), Some(*at));
+    }
+    let limit_kib = MAX_RECORD_BYTES / 1024;
+    assert!(
+        grown < limit_kib + 128 * 1024,
+        "peak grew by {grown} KiB (record limit {limit_kib} KiB)"
+    );
+}
+
 // ---- Deep nesting ----
 
 #[test]

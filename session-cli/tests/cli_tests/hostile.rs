@@ -1,8 +1,8 @@
 //! Hostile files and directories through `sessionctl`: a file outside its layout path is read in
 //! place (nothing staged in `$TMPDIR`, planted links and directories at the old predictable
 //! staging paths are never followed, a killed read leaves nothing behind), group- or
-//! world-writable store directories are refused, a decompression bomb and a damaged frame are
-//! refused with their cause named, terminal escape sequences in ids and content are shown
+//! world-writable store directories are refused, a decompression bomb, a plain line over the
+//! record limit and a damaged frame are refused with their cause named, terminal escape sequences in ids and content are shown
 //! escaped, and one very long word wraps in linear time.
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions unwrap too
 
@@ -365,6 +365,49 @@ fn a_decompression_bomb_is_refused_naming_the_limit_as_its_cause() {
     assert!(
         err["hint"].as_str().unwrap().contains("decompression bomb"),
         "{err}"
+    );
+}
+
+/// A plain log whose last line runs on for 600 MiB without a newline (a sparse file of NUL
+/// bytes) is refused at the record limit, naming the line's byte and how to keep what precedes
+/// it.
+#[test]
+fn a_plain_line_over_the_record_limit_is_refused_naming_its_byte() {
+    let tmp = Temp::new("hostile-plain-long-line");
+    let log = create(
+        tmp.path(),
+        "long",
+        "before the long line",
+        &["--compression", "none"],
+    );
+    let at = std::fs::metadata(&log).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    f.set_len(at + (600 << 20)).unwrap();
+    drop(f);
+    let r = run(&[
+        "--root",
+        tmp.str(),
+        "--compression",
+        "none",
+        "inspect",
+        "long",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "corrupt session log: record at byte {at} is longer than 536870912 bytes without a \
+             newline (MAX_RECORD_BYTES)\n  where: {}, byte {at}\n",
+            log.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "cut the file at byte {at}, then run `sessionctl repair`"
+        )),
+        "{}",
+        r.stderr
     );
 }
 

@@ -55,6 +55,11 @@ impl fmt::Display for Error {
                     "corrupt session log: unparsable committed event at line {line}"
                 )
             }
+            Error::RecordTooLong { offset, limit } => write!(
+                f,
+                "corrupt session log: record at byte {offset} is longer than {limit} bytes \
+                 without a newline (MAX_RECORD_BYTES)"
+            ),
             Error::SeqGap {
                 line,
                 expected,

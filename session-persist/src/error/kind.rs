@@ -133,6 +133,7 @@ impl Error {
             | Error::HeaderNotJson { .. }
             | Error::NotSessionHeader { .. }
             | Error::UnparsableCommitted { .. }
+            | Error::RecordTooLong { .. }
             | Error::SeqGap { .. }
             | Error::ZstdStructure { .. }
             | Error::ZstdFrame { .. }
@@ -231,7 +232,9 @@ impl Error {
                 offset_in_text: true,
                 ..Position::default()
             },
-            Error::ZstdStructure { offset, .. } | Error::ZstdFrame { offset, .. } => Position {
+            Error::RecordTooLong { offset, .. }
+            | Error::ZstdStructure { offset, .. }
+            | Error::ZstdFrame { offset, .. } => Position {
                 offset: Some(*offset),
                 ..Position::default()
             },

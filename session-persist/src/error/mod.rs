@@ -68,6 +68,17 @@ pub enum Error {
         /// Why the line could not be decoded (the error's source; not part of its message).
         cause: UnparsableLine,
     },
+    /// `corrupt session log: record at byte <offset> is longer than <limit> bytes without a
+    /// newline (MAX_RECORD_BYTES)`: a line of a plain log, terminated or not, longer than
+    /// [`crate::jsonl::MAX_RECORD_BYTES`], which no harness writes. It is refused before more
+    /// than the limit of it is held. (The reference reads a whole plain log as one string,
+    /// which fails beyond 2^29 - 24 UTF-16 units, so it reads no such file either.)
+    RecordTooLong {
+        /// Byte offset of the record in the file.
+        offset: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// `corrupt session log: seq gap in committed region at line <n> (expected <e>, got <g>)`.
     SeqGap {
         /// 1-based line number, counted after the header.

@@ -1,7 +1,8 @@
 //! Header-only listing of every session under the root.
 //!
-//! Listing reads only each log's header: plain logs in 8 KiB chunks up to the first newline,
-//! Zstandard logs in 8 KiB chunks until one complete frame is present. The header is read
+//! Listing reads only each log's header: plain logs up to the first newline, Zstandard logs
+//! until one complete frame is present, in reads that start at 8 KiB and double, and at most
+//! one record's limit ([`MAX_RECORD_BYTES`]) of either. The header is read
 //! leniently: a session whose header has another version is listed as stored (only opening it
 //! refuses). A log without a complete, valid header, or whose header does not belong at its
 //! path, is listed with its error; it never fails the listing of the other sessions.
@@ -10,22 +11,31 @@ use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use memchr::memchr;
+
 use super::Compression;
 use super::Inner;
-use super::frames::{FrameDecoder, scan_zstd_frames};
+use super::frames::{FrameDecoder, MAX_RECORD_BYTES, scan_zstd_frames};
 use super::header_line::{ParsedHeader, parse_lenient, parse_strict};
 use super::is_flat_log_name;
 use super::layout::file_name;
 use crate::backend::Location;
 use crate::error::{Error, HeaderProblem, Result};
 
-/// Header read chunk size.
+/// The first header read's size.
 const HEADER_CHUNK: usize = 8192;
+
+/// The most bytes read for one log's header: one record of [`MAX_RECORD_BYTES`], its newline,
+/// and room for a Zstandard frame's headers around it (a frame of raw blocks adds 3 bytes a
+/// 128 KiB block).
+const MAX_HEADER_BYTES: usize = MAX_RECORD_BYTES as usize + (1 << 20);
 
 impl Inner {
     /// Reads the first bytes of a log until `done` says how many form the header; `None` at
     /// end of file first. A log that cannot be opened (a missing one included) is an
-    /// [`Error::Io`].
+    /// [`Error::Io`]. Each read asks for as much as is buffered (at least [`HEADER_CHUNK`]), so
+    /// `done` runs a logarithmic number of times however long the first record is; more than
+    /// [`MAX_HEADER_BYTES`] buffered without a header is [`Error::RecordTooLong`] at byte 0.
     fn read_header_bytes(
         &self,
         path: &Path,
@@ -36,17 +46,26 @@ impl Inner {
             .open_read(path)
             .map_err(|e| Error::io("open", path, e))?;
         let mut buf = Vec::new();
-        let mut chunk = vec![0u8; HEADER_CHUNK];
         loop {
-            let n = match file.read(&mut chunk) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io("read", path, e)),
+            if buf.len() > MAX_HEADER_BYTES {
+                return Err(Error::RecordTooLong {
+                    offset: 0,
+                    limit: MAX_RECORD_BYTES,
+                });
+            }
+            let old = buf.len();
+            buf.resize((old + old.max(HEADER_CHUNK)).min(MAX_HEADER_BYTES + 1), 0);
+            let n = loop {
+                match file.read(&mut buf[old..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::io("read", path, e)),
+                }
             };
+            buf.truncate(old + n);
             if n == 0 {
                 return Ok(None);
             }
-            buf.extend_from_slice(&chunk[..n]);
             if let Some(header) = done(&buf)? {
                 return Ok(Some(header));
             }
@@ -61,12 +80,15 @@ impl Inner {
         decoder: &mut FrameDecoder,
     ) -> Result<Option<Vec<u8>>> {
         match self.compression {
-            Compression::None => self.read_header_bytes(path, |buf| {
-                Ok(buf
-                    .iter()
-                    .position(|&b| b == b'\n')
-                    .map(|nl| buf[..nl].to_vec()))
-            }),
+            Compression::None => {
+                // Where the search for the newline resumes: the bytes before were searched.
+                let mut searched = 0;
+                self.read_header_bytes(path, |buf| {
+                    let found = memchr(b'\n', &buf[searched..]).map(|nl| searched + nl);
+                    searched = buf.len();
+                    Ok(found.map(|nl| buf[..nl].to_vec()))
+                })
+            }
             Compression::Zstd => self.read_header_bytes(path, |buf| {
                 let scan = scan_zstd_frames(buf, Some(1))?;
                 let Some(frame) = scan.frames.first() else {

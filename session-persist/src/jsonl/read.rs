@@ -23,7 +23,9 @@ use std::path::Path;
 
 use session_core::Event;
 
-use super::frames::{FrameDecoder, FrameInfo, PlainBudget, scan_frames, scan_zstd_frames};
+use super::frames::{
+    FrameDecoder, FrameInfo, MAX_RECORD_BYTES, PlainBudget, scan_frames, scan_zstd_frames,
+};
 use super::fs::{Fs, FsFile, Stat, read_to_end};
 use super::header_line::ParsedHeader;
 use super::pipeline::{Failure, Job, Tuning, is_small, job_frames, run_jobs};
@@ -169,6 +171,10 @@ pub(crate) fn zstd_text(buf: &[u8]) -> Result<Vec<u8>> {
 /// The most bytes one read asks for (unless a long record needs more).
 const MAX_READ_BYTES: usize = 1 << 20;
 
+/// The most a plain log's reader buffers of one line: one byte more than [`MAX_RECORD_BYTES`],
+/// enough to refuse the line.
+const LINE_CAP: usize = MAX_RECORD_BYTES as usize + 1;
+
 type ReadFn<'a> = &'a mut dyn FnMut(&mut [u8]) -> io::Result<usize>;
 
 /// Complete frames: their bytes (from the first frame's offset) and the frames.
@@ -199,9 +205,14 @@ impl<'a> Input<'a> {
     /// buffered when that is more, so that a long record is read in a logarithmic number of
     /// steps.
     fn fill(&mut self) -> std::result::Result<(), Failure> {
+        self.fill_up_to(usize::MAX)
+    }
+
+    /// [`Input::fill`], buffering at most `cap` bytes in all (at least one more).
+    fn fill_up_to(&mut self, cap: usize) -> std::result::Result<(), Failure> {
         let old = self.buf.len();
-        self.buf
-            .resize(old + self.block.clamp(1, MAX_READ_BYTES).max(old), 0);
+        let grow = self.block.clamp(1, MAX_READ_BYTES).max(old);
+        self.buf.resize((old + grow).min(cap.max(old + 1)), 0);
         loop {
             match (self.read)(&mut self.buf[old..]) {
                 Ok(n) => {
@@ -254,18 +265,33 @@ impl<'a> Input<'a> {
         }
     }
 
-    /// The next run of complete lines, or the final fragment; `None` at the end.
+    /// The next run of complete lines, or the final fragment; `None` at the end. A line (or
+    /// the final fragment) longer than [`MAX_RECORD_BYTES`] is refused once one byte more
+    /// than the limit is buffered.
     fn next_lines(&mut self) -> std::result::Result<Option<Vec<u8>>, Failure> {
         self.fill_block()?;
         loop {
             if let Some(nl) = rfind_newline(&self.buf) {
                 return Ok(Some(self.take(nl + 1)));
             }
+            self.refuse_a_long_line()?;
             if self.eof {
                 return Ok((!self.buf.is_empty()).then(|| self.take(self.buf.len())));
             }
-            self.fill()?;
+            self.fill_up_to(LINE_CAP)?;
         }
+    }
+
+    /// Refuses a buffered line (no newline in `buf`, which starts at a line) longer than
+    /// [`MAX_RECORD_BYTES`].
+    fn refuse_a_long_line(&self) -> std::result::Result<(), Failure> {
+        if self.buf.len() as u64 > MAX_RECORD_BYTES {
+            return Err(Failure::Log(Error::RecordTooLong {
+                offset: self.base as u64,
+                limit: MAX_RECORD_BYTES,
+            }));
+        }
+        Ok(())
     }
 
     /// Reads the rest of the file, scanning its frames when `zstd` (for their errors).
@@ -310,10 +336,11 @@ fn raw_prefix(
         if let Some(nl) = find_newline(&input.buf, 0) {
             break nl;
         }
+        input.refuse_a_long_line()?;
         if input.eof {
             return Err(Failure::Log(Error::EmptyLog { zstd: false }));
         }
-        input.fill()?;
+        input.fill_up_to(LINE_CAP)?;
     };
     let header = input.take(nl + 1);
     let mut scanner = SessionLogScanner::new(&header)?;
