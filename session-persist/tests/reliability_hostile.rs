@@ -405,11 +405,21 @@ fn a_64_mib_line_loads_with_memory_bounded_by_a_few_copies() {
     );
 }
 
+/// Extends the file at `path` to `len` bytes of NUL (a sparse file: nothing is written).
+fn grow_sparse(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
 /// A plain log's line longer than `MAX_RECORD_BYTES` is refused naming its byte, before more
 /// than the limit of it is held: the final fragment of a log (600 MiB of NUL bytes without a
 /// newline, a sparse file), the same line with a newline and a turn after it, and a header line
-/// that long, which a listing reports as that session's error. Before, the reader buffered the whole fragment and copied it (2 GiB of peak
-/// memory for a 700 MB tail).
+/// that long, which a listing reports as that session's error. Before, the reader buffered the
+/// whole fragment and copied it (2 GiB of peak memory for a 700 MB tail).
 #[test]
 fn a_plain_line_over_the_record_limit_is_refused_naming_its_byte_with_bounded_memory() {
     const NAME: &str =
@@ -423,31 +433,19 @@ fn a_plain_line_over_the_record_limit_is_refused_naming_its_byte_with_bounded_me
     // The final fragment.
     let torn = publish(&backend, "torn");
     let torn_at = std::fs::metadata(&torn).unwrap().len();
-    let f = std::fs::OpenOptions::new().write(true).open(&torn).unwrap();
-    f.set_len(torn_at + LONG).unwrap();
-    drop(f);
+    grow_sparse(&torn, torn_at + LONG);
     // The same line, ended, and the log's own turn again after it.
     let ended = publish(&backend, "ended");
     let ended_at = std::fs::metadata(&ended).unwrap().len();
     let logged = std::fs::read(&ended).unwrap();
     let turn_lines = logged.splitn(2, |b| *b == b'\n').nth(1).unwrap().to_vec();
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&ended)
-        .unwrap();
-    f.set_len(ended_at + LONG).unwrap();
-    drop(f);
+    grow_sparse(&ended, ended_at + LONG);
     append_bytes(&ended, b"\n");
     append_bytes(&ended, &turn_lines);
     // A header line that long: the log's first byte.
     let header = publish(&backend, "header");
     std::fs::write(&header, b"").unwrap();
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&header)
-        .unwrap();
-    f.set_len(LONG).unwrap();
-    drop(f);
+    grow_sparse(&header, LONG);
 
     let before = vm_hwm_kib();
     let refused = [
@@ -459,12 +457,11 @@ fn a_plain_line_over_the_record_limit_is_refused_naming_its_byte_with_bounded_me
     // logarithmic number of steps (it used to search the whole buffer again after every 8 KiB).
     let listed = rt().block_on(backend.list_entries()).unwrap();
     let grown = vm_hwm_kib().saturating_sub(before);
-    let listed: Vec<_> = listed
-        .into_iter()
-        .map(|entry| (entry.header.as_ref().err().cloned(), entry))
-        .collect();
     assert_eq!(listed.len(), 3);
-    let errors: Vec<&Error> = listed.iter().filter_map(|(e, _)| e.as_ref()).collect();
+    let errors: Vec<&Error> = listed
+        .iter()
+        .filter_map(|e| e.header.as_ref().err())
+        .collect();
     assert!(
         matches!(errors[..], [Error::RecordTooLong { offset: 0, .. }]),
         "{errors:?}"

@@ -816,6 +816,18 @@ pub enum UnparsableLine {
     },
 }
 
+impl UnparsableLine {
+    /// Why a decoded line that is neither an event, a chunk row nor a record is unparsable.
+    pub(crate) fn of(record: &session_core::chunk_rows::LineRecord) -> UnparsableLine {
+        use session_core::chunk_rows::LineRecord;
+        match record {
+            LineRecord::NotJson(e) => UnparsableLine::NotJson(e.clone()),
+            LineRecord::MalformedRow(e) => UnparsableLine::MalformedRow(e.clone()),
+            _ => UnparsableLine::Unrecognized,
+        }
+    }
+}
+
 impl fmt::Display for UnparsableLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

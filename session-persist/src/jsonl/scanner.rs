@@ -324,24 +324,11 @@ impl SessionLogScanner {
                     let gap = (*seq0 != self.count).then(|| (self.count, seq0.to_string()));
                     (false, gap, *count)
                 }
-                LineRecord::NotJson(e) => {
-                    self.issue.get_or_insert_with(|| Issue::Unparsable {
-                        line,
-                        cause: UnparsableLine::NotJson(e.clone()),
-                    });
-                    continue;
-                }
-                LineRecord::MalformedRow(e) => {
-                    self.issue.get_or_insert_with(|| Issue::Unparsable {
-                        line,
-                        cause: UnparsableLine::MalformedRow(e.clone()),
-                    });
-                    continue;
-                }
+                // Not JSON, or a malformed packed row.
                 _ => {
-                    self.issue.get_or_insert(Issue::Unparsable {
+                    self.issue.get_or_insert_with(|| Issue::Unparsable {
                         line,
-                        cause: UnparsableLine::Unrecognized,
+                        cause: UnparsableLine::of(&record),
                     });
                     continue;
                 }

@@ -132,22 +132,11 @@ impl LogStream {
                         cause: Event::from_value(&value).err(),
                     });
                 }
-                LineRecord::NotJson(e) => {
+                // Not JSON, or a malformed packed row.
+                other => {
                     return Err(Error::UnparsableCommitted {
                         line: self.line,
-                        cause: UnparsableLine::NotJson(e),
-                    });
-                }
-                LineRecord::MalformedRow(e) => {
-                    return Err(Error::UnparsableCommitted {
-                        line: self.line,
-                        cause: UnparsableLine::MalformedRow(e),
-                    });
-                }
-                _ => {
-                    return Err(Error::UnparsableCommitted {
-                        line: self.line,
-                        cause: UnparsableLine::Unrecognized,
+                        cause: UnparsableLine::of(&other),
                     });
                 }
             }
